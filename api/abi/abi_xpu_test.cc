@@ -1,0 +1,96 @@
+// The 2.7 FI_XPU additions, checked against the offsets and values of the
+// libfabric FI_XPU reference (LP64).
+#include <cstddef>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_xpu.h>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+TEST(AbiXpu, Constants) {
+  EXPECT_EQ(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(2, 7));
+  EXPECT_EQ(FI_XPU, 1ULL << 44);
+  EXPECT_EQ(FI_CLASS_XPU_CTX, 31);
+  EXPECT_EQ(FI_CLASS_PROFILE, 30);
+  EXPECT_EQ(FI_MR_XPU_DESC, 1 << 12);
+  EXPECT_EQ(FI_GET_FD, 20);
+  EXPECT_EQ(FI_GET_MR_XPU_DESC, 21);
+  EXPECT_EQ(FI_XPU_WORK_ITEM, 0);
+  EXPECT_EQ(FI_XPU_SUBGROUP, 1);
+  EXPECT_EQ(FI_XPU_WORK_GROUP, 2);
+  EXPECT_EQ(FI_XPU_DEVICE, 3);
+  EXPECT_EQ(FI_XPU_ALLOC_DMABUF, 1ULL << 0);
+  EXPECT_EQ(FI_XPU_IMPORT_IOMEMORY, 1ULL << 0);
+  EXPECT_EQ(FI_XPU_IMPORT_DEVICEMAP, 1ULL << 1);
+  EXPECT_EQ(FI_XPU_CAP_EP, 1ULL << 0);
+  EXPECT_EQ(FI_XPU_CAP_CQ, 1ULL << 1);
+  EXPECT_EQ(FI_XPU_CAP_CNTR, 1ULL << 2);
+  EXPECT_EQ(FI_XPU_PROV_EFA, 1);
+  EXPECT_EQ(FI_ENOMR, 270);
+}
+
+TEST(AbiXpu, XpuStructs) {
+  EXPECT_EQ(sizeof(fi_xpu_ops), 32u);
+  EXPECT_EQ(offsetof(fi_xpu_ops, alloc), 8u);
+  EXPECT_EQ(offsetof(fi_xpu_ops, import), 16u);
+  EXPECT_EQ(offsetof(fi_xpu_ops, free), 24u);
+  EXPECT_EQ(sizeof(fi_xpu_ops_unimport), 40u);
+  EXPECT_EQ(offsetof(fi_xpu_ops_unimport, unimport), 24u);
+  EXPECT_EQ(offsetof(fi_xpu_ops_unimport, free), 32u);
+  EXPECT_EQ(sizeof(fi_xpu_attr), 24u);
+  EXPECT_EQ(offsetof(fi_xpu_attr, device), 8u);
+  EXPECT_EQ(offsetof(fi_xpu_attr, ops), 16u);
+  EXPECT_EQ(sizeof(fi_xpu_ctx_attr), 24u);
+  EXPECT_EQ(offsetof(fi_xpu_ctx_attr, av_addr_size), 8u);
+  EXPECT_EQ(offsetof(fi_xpu_ctx_attr, mr_desc_size), 16u);
+  EXPECT_EQ(sizeof(fi_ops_xpu_ctx), 16u);
+  EXPECT_EQ(sizeof(fid_xpu_ctx), 32u);
+  EXPECT_EQ(offsetof(fid_xpu_ctx, ops), 24u);
+  EXPECT_EQ(sizeof(fid_xpu), 16u);
+  EXPECT_EQ(offsetof(fid_xpu, prov_id), 4u);
+  EXPECT_EQ(offsetof(fid_xpu, prov_ctx), 8u);
+  EXPECT_EQ(sizeof(fid_xpu_ep), 16u);
+  EXPECT_EQ(sizeof(fid_xpu_cq), 16u);
+  EXPECT_EQ(sizeof(fid_xpu_cntr), 16u);
+  EXPECT_EQ(sizeof(fi_mr_xpu_desc), 32u);
+  EXPECT_EQ(offsetof(fi_mr_xpu_desc, ctx), 24u);
+}
+
+// Appended members sit last, right after the member the reference names.
+TEST(AbiXpu, AppendedFieldsAreLast) {
+  EXPECT_EQ(offsetof(fi_ep_attr, xpu_ctx), offsetof(fi_ep_attr, auth_key) + 8);
+  EXPECT_EQ(sizeof(fi_ep_attr), offsetof(fi_ep_attr, xpu_ctx) + 8);
+  EXPECT_EQ(offsetof(fi_domain_attr, max_xpu_ctx_cnt),
+            offsetof(fi_domain_attr, max_err_cntr_value) + 8);
+  EXPECT_EQ(sizeof(fi_domain_attr), offsetof(fi_domain_attr, max_xpu_ctx_cnt) + 8);
+  EXPECT_EQ(offsetof(fi_cq_attr, xpu_ctx), offsetof(fi_cq_attr, wait_set) + 8);
+  EXPECT_EQ(sizeof(fi_cq_attr), offsetof(fi_cq_attr, xpu_ctx) + 8);
+  EXPECT_EQ(offsetof(fi_cntr_attr, xpu_ctx), offsetof(fi_cntr_attr, flags) + 8);
+  EXPECT_EQ(sizeof(fi_cntr_attr), offsetof(fi_cntr_attr, xpu_ctx) + 8);
+  EXPECT_EQ(offsetof(fi_ops_domain, xpu_ctx), offsetof(fi_ops_domain, endpoint2) + 8);
+  EXPECT_EQ(sizeof(fi_ops_domain), offsetof(fi_ops_domain, xpu_ctx) + 8);
+  EXPECT_EQ(offsetof(fi_ops_ep, export_xpu), offsetof(fi_ops_ep, tx_size_left) + 8);
+  EXPECT_EQ(sizeof(fi_ops_ep), offsetof(fi_ops_ep, export_xpu) + 8);
+  EXPECT_EQ(offsetof(fi_ops_cq, export_xpu), offsetof(fi_ops_cq, strerror) + 8);
+  EXPECT_EQ(sizeof(fi_ops_cq), offsetof(fi_ops_cq, export_xpu) + 8);
+  EXPECT_EQ(offsetof(fi_ops_cntr, export_xpu), offsetof(fi_ops_cntr, seterr) + 8);
+  EXPECT_EQ(sizeof(fi_ops_cntr), offsetof(fi_ops_cntr, export_xpu) + 8);
+  EXPECT_EQ(offsetof(fi_ops_av, lookup2), offsetof(fi_ops_av, set_user_id) + 8);
+  EXPECT_EQ(sizeof(fi_ops_av), offsetof(fi_ops_av, lookup2) + 8);
+  // 1.17 layouts end where the 2.x additions begin.
+  EXPECT_EQ(offsetof(fi_ep_attr, xpu_ctx), 96u);
+  EXPECT_EQ(offsetof(fi_domain_attr, max_ep_auth_key), 192u);
+  EXPECT_EQ(offsetof(fi_cq_attr, xpu_ctx), 40u);
+  EXPECT_EQ(offsetof(fi_cntr_attr, xpu_ctx), 24u);
+  EXPECT_EQ(offsetof(fi_ops_domain, xpu_ctx), 96u);
+  EXPECT_EQ(offsetof(fi_ops_ep, export_xpu), 64u);
+  EXPECT_EQ(offsetof(fi_ops_cq, export_xpu), 64u);
+  EXPECT_EQ(offsetof(fi_ops_cntr, export_xpu), 64u);
+}
+
+}  // namespace
