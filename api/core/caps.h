@@ -1,0 +1,53 @@
+/*
+ * api/core/caps.h - capability classes used by fi_getinfo matching (from
+ * fi_getinfo(3)).  Primary capabilities are returned only when requested
+ * (or all, when the hints ask for none); secondary ones may be returned
+ * unrequested.  Opt-in capabilities (FI_XPU) are returned only when asked
+ * for, even to hints that request no capabilities at all.
+ */
+#ifndef XPUFAB_API_CORE_CAPS_H_
+#define XPUFAB_API_CORE_CAPS_H_
+
+#include <rdma/fabric.h>
+
+#include <cstdint>
+
+namespace xpufab::core {
+
+inline constexpr uint64_t kCapModifiers = FI_READ | FI_WRITE | FI_RECV | FI_SEND |
+                                          FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+inline constexpr uint64_t kPrimaryCaps =
+    FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | FI_NAMED_RX_CTX |
+    FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV |
+    FI_HMEM | FI_COLLECTIVE | FI_XPU | kCapModifiers;
+
+inline constexpr uint64_t kSecondaryCaps =
+    FI_MULTI_RECV | FI_TAGGED_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT |
+    FI_SHARED_AV | FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
+    FI_SOURCE_ERR | FI_RMA_PMEM | FI_AV_USER_ID | FI_PEER;
+
+inline constexpr uint64_t kOptInCaps = FI_XPU;
+
+inline constexpr uint64_t kAllCaps = kPrimaryCaps | kSecondaryCaps;
+
+// fi_getinfo flags the core understands.
+inline constexpr uint64_t kGetinfoFlags =
+    FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY | FI_RESCAN;
+
+// Transfer operation flags valid in tx_attr/rx_attr op_flags.
+inline constexpr uint64_t kOpFlags =
+    FI_MULTI_RECV | FI_REMOTE_CQ_DATA | FI_MORE | FI_PEEK | FI_TRIGGER |
+    FI_FENCE | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |
+    FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_AFFINITY |
+    FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_CLAIM | FI_DISCARD |
+    FI_AUTH_KEY | FI_PEER_TRANSFER | FI_XPU;
+
+// A primary capability with no direction modifier means every direction.
+inline uint64_t expand_modifiers(uint64_t caps) {
+  return (caps & kCapModifiers) ? caps : caps | kCapModifiers;
+}
+
+}  // namespace xpufab::core
+
+#endif  // XPUFAB_API_CORE_CAPS_H_

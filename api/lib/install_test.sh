@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs xpufab into a temporary prefix and builds a C program against it
+# with pkg-config alone, as a user outside this repository would.
+set -euo pipefail
+
+prefix="${TEST_TMPDIR:-$(mktemp -d)}/prefix"
+tools/install.sh "$prefix"
+
+for f in include/rdma/fabric.h include/rdma/fi_errno.h include/rdma/fi_xpu.h \
+         lib/libxpufab.so lib/pkgconfig/xpufab.pc; do
+  [ -f "$prefix/$f" ] || { echo "missing $prefix/$f"; exit 1; }
+done
+
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+[ "$(pkg-config --modversion xpufab)" = "2.7.0" ] || {
+  echo "unexpected version: $(pkg-config --modversion xpufab)"; exit 1; }
+
+# Only the C API may be exported.
+extra=$(nm -D --defined-only "$prefix/lib/libxpufab.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
+        grep -v '^fi_' || true)
+[ -z "$extra" ] || { echo "unexpected exports:"; echo "$extra"; exit 1; }
+nm -D --defined-only "$prefix/lib/libxpufab.so" | grep -q ' T fi_getinfo' ||
+  { echo "fi_getinfo not exported"; exit 1; }
+
+work="${TEST_TMPDIR:-$(mktemp -d)}/app"
+mkdir -p "$work"
+# A sanitizer build of the library needs its runtime loaded first.
+san=()
+if readelf -d "$prefix/lib/libxpufab.so" | grep -q 'libasan'; then
+  san=(-fsanitize=address,undefined)
+fi
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror "${san[@]}" -o "$work/app" api/lib/external_app.c \
+  $(pkg-config --cflags --libs xpufab)
+out=$("$work/app")
+echo "$out"
+
+expect() {
+  grep -qxF "$1" <<<"$out" || { echo "expected line: $1"; exit 1; }
+}
+expect "version 2.7"
+expect "newer Function not implemented"
+expect "strerror No data available"
+expect "tostr [ FI_MSG, FI_XPU ]"
+grep -qE '^getinfo (ok|nodata)$' <<<"$out" || { echo "getinfo failed"; exit 1; }
+echo "install_test: OK"
