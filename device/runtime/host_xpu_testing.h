@@ -1,0 +1,15 @@
+// host_xpu_testing.h - test seams of the host XPU runtime. Not for
+// production code.
+#ifndef XPUFAB_DEVICE_RUNTIME_HOST_XPU_TESTING_H_
+#define XPUFAB_DEVICE_RUNTIME_HOST_XPU_TESTING_H_
+
+namespace xpufab::runtime {
+
+// Makes every later launch fail to start its thread number n (0-based) and
+// all after it, as if the system were out of threads; n < 0 turns it off.
+// Process-wide: tests using it must not run launches concurrently.
+void fail_thread_start_after_for_testing(int n);
+
+}  // namespace xpufab::runtime
+
+#endif  // XPUFAB_DEVICE_RUNTIME_HOST_XPU_TESTING_H_
