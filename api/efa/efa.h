@@ -1,0 +1,289 @@
+// Internal objects of the "efa" provider (fabric "efa-direct"). Every libfabric object is a C++
+// struct whose first member is the libfabric handle, so a handle pointer converts back to its
+// object with a reinterpret_cast. Only the backend interface (api/backend/backend.h) is used to
+// reach a device, and only the routines in device/ read or write queue bytes.
+//
+// Locking: each domain has one mutex (`lock`) for its object lists and for host-side CQ polling;
+// each EP has a `tx_lock`/`rx_lock` around host posts (the device routines are lock-free, the
+// locks keep the provider's per-post bookkeeping simple). Progress never holds an EP lock while
+// it takes the domain lock.
+#ifndef XPUFAB_API_EFA_EFA_H_
+#define XPUFAB_API_EFA_EFA_H_
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_xpu.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/backend/backend.h"
+#include "api/core/fid.h"
+#include "api/core/log.h"
+#include "api/efa/efa_xpu_types.h"
+
+namespace xpufab::efa {
+
+inline constexpr const char* kProvName = "efa";
+inline constexpr const char* kFabricName = "efa-direct";
+inline constexpr uint32_t kProvVersion = FI_VERSION(2, 7);
+
+#define EFA_WARN(subsys, ...) XPUFAB_WARN("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
+#define EFA_INFO(subsys, ...) XPUFAB_INFO("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
+
+// The fi_getname() address: GID, QPN, QKEY (FI_ADDR_EFA, 32 bytes as upstream's efa_ep_addr).
+struct EfaAddr {
+  uint8_t gid[16];
+  uint16_t qpn;
+  uint16_t pad;
+  uint32_t qkey;
+  uint64_t reserved;
+};
+static_assert(sizeof(EfaAddr) == 32, "EfaAddr layout");
+
+// Converts a backend errno (-EINVAL ...) to the FI_E* code libfabric callers expect.
+int to_fi_err(int backend_rc);
+
+// A device opened once per process and shared by the domains on it (the emulator refuses a
+// second open of the same device).
+struct SharedDevice {
+  std::string backend;
+  std::string name;
+  std::unique_ptr<backend::Device> dev;
+  backend::DeviceAttr attr{};
+  int users = 0;
+};
+
+// Opens (or shares) device `name` of backend `backend_name`.
+int acquire_device(const std::string& backend_name, const std::string& name, SharedDevice** out);
+void release_device(SharedDevice* d);
+// Backend FI_EFA_BACKEND selects: "emu", "hw", or for "auto" hw when it has devices, else emu.
+int select_backend(std::string* name_p, std::vector<backend::DeviceInfo>* devices_p);
+
+struct EfaFabric;
+struct EfaDomain;
+struct EfaEp;
+struct EfaCq;
+struct EfaCntr;
+struct EfaXpuCtx;
+
+struct EfaFabric {
+  fid_fabric fabric;
+  core::FidRefs refs;
+};
+
+struct EfaDomain {
+  fid_domain domain;
+  EfaFabric* fab = nullptr;
+  core::FidRefs refs;
+  SharedDevice* sdev = nullptr;
+  backend::Device* dev = nullptr;
+  backend::Pd* pd = nullptr;
+  backend::DeviceAttr attr{};
+  fi_info* info = nullptr;  // the fi_info it was opened with (copy)
+  int mr_mode = 0;
+  bool xpu = false;  // opened with FI_XPU
+  std::mutex lock;
+  std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
+  std::vector<EfaCq*> cqs;    // host-polled CQs
+  std::map<std::vector<uint8_t>, std::pair<backend::Ah*, int>> ahs;  // GID -> AH, users
+
+  // Drives the device and drains every host-polled CQ into its staging list.
+  void progress();
+  EfaEp* ep_by_qpn(uint32_t qpn);  // lock held
+  int get_ah(const uint8_t gid[16], backend::Ah** ah_p);
+  void put_ah(const uint8_t gid[16]);
+};
+
+struct EfaAvEntry {
+  bool valid = false;
+  EfaAddr addr{};
+  uint16_t ahn = 0;
+};
+
+struct EfaAv {
+  fid_av av;
+  EfaDomain* dom = nullptr;
+  core::FidRefs refs;
+  std::mutex lock;
+  std::vector<EfaAvEntry> entries;
+  // Returns a copy of a valid entry or false.
+  bool get(fi_addr_t a, EfaAvEntry* out);
+};
+
+struct EfaMr {
+  fid_mr mr;
+  EfaDomain* dom = nullptr;
+  backend::Mr* bmr = nullptr;
+  uint64_t access = 0;
+};
+
+// A host-side completion waiting for fi_cq_read (success or error, kept in arrival order).
+struct Completion {
+  bool error = false;
+  fi_cq_err_entry e{};  // op_context, flags, len, buf, data, err, prov_errno
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+};
+
+// XPU memory obtained through a context's callbacks, released in reverse order on close.
+struct XpuMem {
+  void* host = nullptr;   // host address (allocated or imported region)
+  void* dev = nullptr;    // device address
+  size_t size = 0;
+  int fd = -1;
+  uint64_t offset = 0;
+  bool allocated = false;  // alloc()ed (free on release) vs imported (unimport on release)
+};
+
+struct EfaCq {
+  fid_cq cq;
+  EfaDomain* dom = nullptr;
+  core::FidRefs refs;
+  fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+  size_t entry_size = sizeof(fi_cq_entry);
+  fi_wait_obj wait_obj = FI_WAIT_NONE;
+  backend::Cq* bcq = nullptr;
+  backend::CqAttr battr{};
+  struct efa_cq poll{};           // device/ polling state (host CQs)
+  EfaXpuCtx* xctx = nullptr;      // XPU CQ when set
+  bool exported = false;
+  XpuMem ring;                    // XPU CQ ring memory
+  XpuMem state;                   // exported efa_xpu_cq
+  struct efa_xpu_cq* xstate = nullptr;
+  std::mutex lock;                // staging
+  std::condition_variable cv;
+  std::deque<Completion> staged;
+  std::atomic<bool> signaled{false};
+  bool internal = false;          // private CQ of an EP without a user CQ
+
+  bool is_xpu() const { return xctx != nullptr; }
+  void stage(const Completion& c);
+};
+
+struct EfaCntr {
+  fid_cntr cntr;
+  EfaDomain* dom = nullptr;
+  core::FidRefs refs;
+  fi_wait_obj wait_obj = FI_WAIT_NONE;
+  std::atomic<uint64_t> value{0};
+  std::atomic<uint64_t> err{0};
+  std::mutex lock;
+  std::condition_variable cv;
+  EfaXpuCtx* xctx = nullptr;
+  bool exported = false;
+  XpuMem val_mem, err_mem, state;  // XPU counter: device-written memory + exported struct
+  backend::CompCntr* bcntr = nullptr;
+  struct efa_xpu_cntr* xstate = nullptr;
+
+  bool is_xpu() const { return xctx != nullptr; }
+  void inc(bool error);
+};
+
+struct EfaXpuCtx {
+  fid_xpu_ctx ctx;
+  EfaDomain* dom = nullptr;
+  core::FidRefs refs;
+  fi_hmem_iface iface = FI_HMEM_SYSTEM;
+  uint64_t device = 0;
+  // Normalized callbacks (either fi_xpu_ops layout, or the host-memory defaults).
+  int (*alloc)(uint64_t, uint64_t, uint64_t, uint64_t, void**, int*, uint64_t*) = nullptr;
+  int (*import_)(uint64_t, void*, uint64_t, uint64_t, void**) = nullptr;
+  int (*unimport)(uint64_t, void*) = nullptr;
+  void (*free_)(uint64_t, void*) = nullptr;
+
+  int alloc_mem(size_t size, uint64_t flags, XpuMem* m);
+  int import_mem(void* host, size_t size, uint64_t flags, XpuMem* m);
+  void release(XpuMem* m);
+};
+
+struct EfaEp {
+  fid_ep ep;
+  EfaDomain* dom = nullptr;
+  fi_info* info = nullptr;
+  uint64_t caps = 0;
+  uint64_t tx_op_flags = 0, rx_op_flags = 0;
+  bool enabled = false;
+  EfaAv* av = nullptr;
+  EfaCq* tx_cq = nullptr;   // user CQ or internal
+  EfaCq* rx_cq = nullptr;
+  bool tx_selective = false, rx_selective = false;
+  EfaCq* err_cq = nullptr;  // host CQ bound to an XPU EP for errors
+  EfaCntr* cntr_send = nullptr;
+  EfaCntr* cntr_recv = nullptr;
+  EfaCntr* cntr_read = nullptr;
+  EfaCntr* cntr_write = nullptr;
+  EfaCntr* cntr_rread = nullptr;
+  EfaCntr* cntr_rwrite = nullptr;
+  backend::Qp* qp = nullptr;
+  uint32_t qpn = 0, qkey = 0;
+  size_t tx_size = 0, rx_size = 0;
+  size_t max_msg = 0;
+  std::mutex tx_lock, rx_lock;
+  struct efa_sq sq{};
+  struct efa_rq rq{};
+  std::vector<uint64_t> sq_scratch, rq_scratch;
+  // Per-post bookkeeping, by req_id index (the data path carries a pointer to it).
+  EfaXpuCtx* xctx = nullptr;  // XPU EP
+  bool exported = false;
+  std::vector<XpuMem> xmem;   // imports/allocs of the export
+  struct efa_xpu_ep* xstate = nullptr;
+  std::vector<backend::CompCntr*> attached;
+
+  bool is_xpu() const { return xctx != nullptr; }
+};
+
+// Host-side record of an outstanding operation (the req_id context).
+struct OpRecord {
+  void* context;
+  uint64_t flags;   // FI_SEND|FI_MSG, FI_RMA|FI_WRITE, ...
+  size_t len;
+  void* buf;
+  bool completion;  // write a CQ entry on success (not selective-suppressed)
+};
+
+// Object constructors (ops tables live with the objects).
+int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric_p, void* context);
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* context);
+int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context);
+int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, fid_mr** mr_p, void* context);
+int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+            uint64_t requested_key, uint64_t flags, fid_mr** mr_p, void* context);
+int mr_regattr(fid* fid, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr_p);
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context);
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* context);
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context);
+int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags, void* context);
+int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
+
+// Internal CQ of an EP that has no user CQ for a direction (the QP needs one).
+int cq_create_internal(EfaDomain* dom, EfaCq** cq_p);
+void cq_destroy_internal(EfaCq* cq);
+// Polls one host CQ's ring and dispatches its CQEs (domain lock held).
+void cq_drain(EfaCq* cq);
+
+// Host counter/XPU counter helpers for the EP.
+int cntr_attach(EfaCntr* cntr, EfaEp* ep, uint32_t ops);
+
+// Shared no-op / unsupported stubs.
+int fi_no_bind(fid*, fid*, uint64_t);
+int fi_no_control(fid*, int, void*);
+int fi_no_ops_open(fid*, const char*, uint64_t, void**, void*);
+int fi_no_tostr(const fid*, char*, size_t);
+int fi_no_ops_set(fid*, const char*, uint64_t, void*, void*);
+
+}  // namespace xpufab::efa
+
+#endif  // XPUFAB_API_EFA_EFA_H_

@@ -1,0 +1,130 @@
+/*
+ * efa_xpu_types.h - the device-side state behind the handles fi_ep_export_xpu,
+ * fi_cq_export_xpu and fi_cntr_export_xpu fill for the efa provider
+ * (prov_id FI_XPU_PROV_EFA). Valid C11, C++17 and nvcc; the same layout for
+ * every backend (emulated or hardware).
+ *
+ * handle.fid.prov_ctx is the device address of one of the structs below; the
+ * struct starts with a copy of the handle, then `version` (FI_VERSION(2, 7) for
+ * this layout) and `size` (sizeof the struct), which device code checks before
+ * using anything else.
+ *
+ * Memory: every struct lives in host memory the provider imported with
+ * FI_XPU_IMPORT_DEVICEMAP, so host and device see the same bytes; every
+ * pointer inside is a device address (rings and doorbells imported from the
+ * NIC, CQ rings and counters allocated with FI_XPU_ALLOC_DMABUF). With the
+ * default host-memory callbacks device and host addresses are equal.
+ *
+ * What device code does with them (device/ routines, the one data path):
+ *   post a send/write/read     efa_sq_post / claim+write+publish on ep->sq, using
+ *                              efa_xpu_peer (fi_av_lookup2) for ah/qpn/qkey and
+ *                              efa_xpu_desc (fi_mr_get_xpu_desc) for the lkey;
+ *                              the wr context is the op_context the CQ reports.
+ *   post a receive             efa_rq_post on ep->rq.
+ *   read a CQ                  efa_cq_poll on cq->cq; the CQE's qp_num selects
+ *                              the EP in cq->eps, whose sq/rq req table
+ *                              (efa_sq_complete / efa_rq_complete) returns the
+ *                              op_context and gives the queue space back;
+ *                              entries are written in cq->format. An error CQE
+ *                              is staged in cq->err_* (one at a time, later ones
+ *                              counted in err_dropped) for cq_readerr.
+ *   counters                   *value / *err_value are updated by the NIC with
+ *                              atomic adds; device add/set use 64-bit atomics.
+ */
+#ifndef XPUFAB_API_EFA_EFA_XPU_TYPES_H_
+#define XPUFAB_API_EFA_EFA_XPU_TYPES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fi_xpu.h>
+
+#include "device/efa_dp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Layout version written into every struct: FI_VERSION(2, 7). */
+#define EFA_XPU_VERSION ((2u << 16) | 7u)
+
+/* Most XPU EPs one XPU CQ can serve (its QPN lookup table). */
+#define EFA_XPU_CQ_MAX_EPS 32
+
+/* efa_xpu_ep.caps */
+#define EFA_XPU_EP_CAP_RDMA_READ (1u << 0)
+#define EFA_XPU_EP_CAP_RDMA_WRITE (1u << 1)
+#define EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV (1u << 2)
+
+/* fi_av_lookup2(FI_XPU) output: the address a WQE needs (av_addr_size = 8). */
+struct efa_xpu_peer {
+  uint16_t ahn;
+  uint16_t remote_qpn;
+  uint32_t remote_qkey;
+};
+
+/* fi_mr_get_xpu_desc() output (mr_desc_size = 4). */
+struct efa_xpu_desc {
+  uint32_t lkey;
+};
+
+struct efa_xpu_cq;
+struct efa_xpu_cntr;
+
+struct efa_xpu_ep {
+  struct fid_xpu_ep fid;
+  uint32_t version;
+  uint32_t size;
+  struct efa_sq sq; /* ring + req table; pointers are device addresses */
+  struct efa_rq rq;
+  uint32_t qpn;
+  uint32_t qkey;
+  uint32_t caps;          /* EFA_XPU_EP_CAP_* */
+  uint32_t mtu;           /* largest SEND */
+  uint32_t max_rdma_size; /* largest RDMA read/write */
+  uint32_t inline_size;   /* inline bytes per WQE */
+  uint64_t tx_op_flags;   /* default op flags of the EP */
+  struct efa_xpu_cq *tx_cq; /* device addresses; NULL when not bound */
+  struct efa_xpu_cq *rx_cq;
+  struct efa_xpu_cntr *cntr_send;
+  struct efa_xpu_cntr *cntr_recv;
+  struct efa_xpu_cntr *cntr_read;
+  struct efa_xpu_cntr *cntr_write;
+  struct efa_xpu_cntr *cntr_remote_read;
+  struct efa_xpu_cntr *cntr_remote_write;
+};
+
+struct efa_xpu_cq {
+  struct fid_xpu_cq fid;
+  uint32_t version;
+  uint32_t size;
+  struct efa_cq cq;     /* polling state; cq.buf is the ring (device address) */
+  uint32_t format;      /* enum fi_cq_format */
+  uint32_t entry_size;  /* bytes of one application entry in that format */
+  uint32_t num_eps;     /* valid entries of eps */
+  uint32_t err_lock;    /* 0 free, 1 held (device spin lock around err_*) */
+  struct efa_xpu_ep *eps[EFA_XPU_CQ_MAX_EPS];
+  /* Error staging for cq_readerr. */
+  uint32_t err_pending;
+  uint32_t err_status;  /* enum efa_io_comp_status */
+  uint32_t err_dropped;
+  uint32_t err_pad;
+  uint64_t err_op_context;
+  uint64_t err_flags;
+  uint64_t err_len;
+  uint64_t err_data;
+};
+
+struct efa_xpu_cntr {
+  struct fid_xpu_cntr fid;
+  uint32_t version;
+  uint32_t size;
+  uint64_t *value;     /* successful completions (device address) */
+  uint64_t *err_value; /* error completions (device address) */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XPUFAB_API_EFA_EFA_XPU_TYPES_H_ */

@@ -1,0 +1,819 @@
+// RDM endpoints over one SRD QP: control (bind, enable, getname, options, export) and the host
+// data path, which posts through device/efa_sq.h and device/efa_rq.h.
+#include <algorithm>
+#include <cstring>
+
+#include "api/efa/efa.h"
+
+namespace xpufab::efa {
+
+namespace {
+
+EfaEp* to_ep(fid_ep* e) { return reinterpret_cast<EfaEp*>(e); }
+
+constexpr uint64_t kCntrFlags = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+// ---- bind -----------------------------------------------------------------------------------
+
+int bind_cq(EfaEp* ep, EfaCq* cq, uint64_t flags) {
+  if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+  if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EINVAL;
+  if (cq->dom != ep->dom) return -FI_EINVAL;
+  if (cq->is_xpu()) {
+    if (!ep->is_xpu() || cq->xctx != ep->xctx) return -FI_EINVAL;
+  } else if (ep->is_xpu()) {
+    // A host CQ on an XPU EP receives the errors the host learns about (QP failures).
+    if (ep->err_cq) return -FI_EINVAL;
+    int rc = cq->refs.acquire();
+    if (rc) return rc;
+    ep->err_cq = cq;
+    return 0;
+  }
+  if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq)) return -FI_EINVAL;
+  const int n = ((flags & FI_TRANSMIT) ? 1 : 0) + ((flags & FI_RECV) ? 1 : 0);
+  for (int i = 0; i < n; ++i) {
+    int rc = cq->refs.acquire();
+    if (rc) {
+      if (i) cq->refs.release();
+      return rc;
+    }
+  }
+  if (flags & FI_TRANSMIT) {
+    ep->tx_cq = cq;
+    ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+  }
+  if (flags & FI_RECV) {
+    ep->rx_cq = cq;
+    ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+  }
+  return 0;
+}
+
+int bind_cntr(EfaEp* ep, EfaCntr* c, uint64_t flags) {
+  if (!flags || (flags & ~kCntrFlags)) return -FI_EBADFLAGS;
+  if (c->dom != ep->dom) return -FI_EINVAL;
+  if (c->is_xpu() != ep->is_xpu() || (c->is_xpu() && c->xctx != ep->xctx)) return -FI_EINVAL;
+  EfaCntr** slots[6] = {&ep->cntr_send,  &ep->cntr_recv,  &ep->cntr_read,
+                        &ep->cntr_write, &ep->cntr_rread, &ep->cntr_rwrite};
+  const uint64_t bits[6] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE};
+  for (int i = 0; i < 6; ++i)
+    if ((flags & bits[i]) && *slots[i]) return -FI_EINVAL;
+  for (int i = 0; i < 6; ++i) {
+    if (!(flags & bits[i])) continue;
+    int rc = c->refs.acquire();
+    if (rc) return rc;
+    *slots[i] = c;
+  }
+  return 0;
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  if (!bfid) return -FI_EINVAL;
+  if (ep->enabled) return -FI_EOPBADSTATE;
+  switch (bfid->fclass) {
+    case FI_CLASS_AV: {
+      auto* av = reinterpret_cast<EfaAv*>(bfid);
+      if (flags) return -FI_EBADFLAGS;
+      if (ep->av || av->dom != ep->dom) return -FI_EINVAL;
+      int rc = av->refs.acquire();
+      if (rc) return rc;
+      ep->av = av;
+      return 0;
+    }
+    case FI_CLASS_CQ:
+      return bind_cq(ep, reinterpret_cast<EfaCq*>(bfid), flags);
+    case FI_CLASS_CNTR:
+      return bind_cntr(ep, reinterpret_cast<EfaCntr*>(bfid), flags);
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+// ---- enable ---------------------------------------------------------------------------------
+
+int ep_enable(EfaEp* ep) {
+  if (ep->enabled) return 0;
+  EfaDomain* dom = ep->dom;
+  if (!ep->av) return -FI_ENOAV;
+  if (ep->is_xpu()) {
+    // Device code polls the CQs of an XPU EP; one XPU CQ may serve both directions.
+    if (!ep->tx_cq && !ep->rx_cq) return -FI_ENOCQ;
+    if (!ep->tx_cq) ep->tx_cq = ep->rx_cq, ep->tx_cq->refs.acquire();
+    if (!ep->rx_cq) ep->rx_cq = ep->tx_cq, ep->rx_cq->refs.acquire();
+  } else {
+    int rc = 0;
+    if (!ep->tx_cq) rc = cq_create_internal(dom, &ep->tx_cq);
+    if (rc == 0 && !ep->rx_cq) rc = cq_create_internal(dom, &ep->rx_cq);
+    if (rc) return rc;
+  }
+  backend::QpInitAttr qa;
+  qa.pd = dom->pd;
+  qa.send_cq = ep->tx_cq->bcq;
+  qa.recv_cq = ep->rx_cq->bcq;
+  qa.max_send_wr = static_cast<uint32_t>(ep->tx_size);
+  qa.max_recv_wr = static_cast<uint32_t>(ep->rx_size);
+  qa.max_send_sge = dom->attr.max_sq_sge;
+  qa.max_recv_sge = dom->attr.max_rq_sge;
+  if (dom->attr.device_caps & backend::kCapUnsolicitedWriteRecv)
+    qa.flags |= backend::kQpUnsolicitedWriteRecv;
+  int rc = dom->dev->create_qp(qa, &ep->qp);
+  if (rc) {
+    EFA_WARN(kEpCtrl, "create_qp(%u, %u): %d", qa.max_send_wr, qa.max_recv_wr, rc);
+    return to_fi_err(rc);
+  }
+  backend::QpAttr at;
+  at.state = backend::QpState::kInit;
+  at.pkey_index = 0;
+  at.port = 1;
+  at.qkey = (static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ep) >> 4) ^ 0x5a5a1234u) & 0x7fffffffu;
+  rc = ep->qp->modify(at, backend::kQpAttrState | backend::kQpAttrPkeyIndex | backend::kQpAttrPort |
+                              backend::kQpAttrQkey);
+  if (rc == 0) {
+    at.state = backend::QpState::kRtr;
+    rc = ep->qp->modify(at, backend::kQpAttrState);
+  }
+  if (rc == 0) {
+    at.state = backend::QpState::kRts;
+    at.sq_psn = 0;
+    at.rnr_retry = 7;
+    uint32_t mask = backend::kQpAttrState | backend::kQpAttrSqPsn;
+    if (dom->attr.device_caps & backend::kCapRnrRetry) mask |= backend::kQpAttrRnrRetry;
+    rc = ep->qp->modify(at, mask);
+  }
+  uint8_t gid[16];
+  if (rc == 0) rc = dom->dev->local_address(ep->qp, gid, &ep->qpn, &ep->qkey);
+  backend::WqAttr sq{}, rq{};
+  if (rc == 0) rc = ep->qp->query_wqs(&sq, &rq);
+  if (rc == 0 && !ep->is_xpu()) {
+    efa_dp_wq_attr s{sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
+    efa_dp_wq_attr r{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
+    ep->sq_scratch.assign(efa_sq_scratch_size(sq.num_entries) / 8 + 1, 0);
+    ep->rq_scratch.assign(efa_rq_scratch_size(rq.num_entries) / 8 + 1, 0);
+    rc = efa_sq_init(&ep->sq, &s, dom->attr.max_sq_sge > 2 ? 2 : dom->attr.max_sq_sge,
+                     ep->sq_scratch.data(), ep->sq_scratch.size() * 8);
+    if (rc == 0)
+      rc = efa_rq_init(&ep->rq, &r, dom->attr.max_rq_sge, ep->rq_scratch.data(),
+                       ep->rq_scratch.size() * 8);
+    if (rc) rc = rc > -256 ? rc : -FI_EINVAL;
+  }
+  // XPU counters are the device's completion counters, attached to the QP.
+  if (rc == 0 && ep->is_xpu()) {
+    struct {
+      EfaCntr* c;
+      uint32_t op;
+    } map[6] = {{ep->cntr_send, backend::kCntrSend},      {ep->cntr_recv, backend::kCntrRecv},
+                {ep->cntr_read, backend::kCntrRdmaRead},  {ep->cntr_write, backend::kCntrRdmaWrite},
+                {ep->cntr_rread, backend::kCntrRemoteRdmaRead},
+                {ep->cntr_rwrite, backend::kCntrRemoteRdmaWrite}};
+    for (int i = 0; i < 6 && rc == 0; ++i) {
+      if (!map[i].c) continue;
+      uint32_t ops = 0;
+      for (int j = 0; j < 6; ++j)
+        if (map[j].c == map[i].c) ops |= map[j].op;
+      bool seen = false;
+      for (auto* a : ep->attached) seen |= a == map[i].c->bcntr;
+      if (seen) continue;
+      rc = ep->qp->attach_comp_cntr(map[i].c->bcntr, ops);
+      if (rc == 0) ep->attached.push_back(map[i].c->bcntr);
+    }
+  }
+  if (rc) {
+    EFA_WARN(kEpCtrl, "enabling QP %u failed: %d (sq %u x %u, rq %u x %u)", ep->qpn, rc,
+             sq.num_entries, sq.entry_size, rq.num_entries, rq.entry_size);
+    for (auto* a : ep->attached) ep->qp->detach_comp_cntr(a);
+    ep->attached.clear();
+    dom->dev->destroy_qp(ep->qp);
+    ep->qp = nullptr;
+    return rc < 0 && rc > -256 ? to_fi_err(rc) : rc;
+  }
+  {
+    std::lock_guard<std::mutex> g(dom->lock);
+    dom->eps.push_back(ep);
+  }
+  ep->enabled = true;
+  return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  switch (command) {
+    case FI_ENABLE:
+      return ep_enable(ep);
+    case FI_GETOPSFLAG: {
+      if (!arg) return -FI_EINVAL;
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (*flags & FI_TRANSMIT) *flags = ep->tx_op_flags;
+      else if (*flags & FI_RECV) *flags = ep->rx_op_flags;
+      else return -FI_EINVAL;
+      return 0;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+// Frees the host records of operations that never completed (the QP is gone).
+void free_outstanding(efa_dp_reqs* t) {
+  if (!t->state) return;
+  for (uint32_t i = 0; i < t->count; ++i) {
+    if (t->state[i] & EFA_DP_REQ_IN_USE) {
+      delete reinterpret_cast<OpRecord*>(t->ctx[i]);
+      t->state[i] = 0;
+    }
+  }
+}
+
+int ep_close(fid* f) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaDomain* dom = ep->dom;
+  if (ep->qp) {
+    for (auto* a : ep->attached) ep->qp->detach_comp_cntr(a);
+    int rc = dom->dev->destroy_qp(ep->qp);
+    if (rc) return to_fi_err(rc);
+    if (!ep->is_xpu()) {
+      // Flushed completions of this QP still name it: dispatch them while it is registered.
+      dom->progress();
+    }
+    std::lock_guard<std::mutex> g(dom->lock);
+    for (auto it = dom->eps.begin(); it != dom->eps.end(); ++it) {
+      if (*it == ep) {
+        dom->eps.erase(it);
+        break;
+      }
+    }
+  }
+  if (!ep->is_xpu() && ep->enabled) {
+    free_outstanding(&ep->sq.reqs);
+    free_outstanding(&ep->rq.reqs);
+  }
+  if (ep->exported) {
+    // Device CQ state must not keep pointing at this EP's released state.
+    void* dev_state = reinterpret_cast<void*>(static_cast<uintptr_t>(ep->xstate->fid.fid.prov_ctx));
+    for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
+      efa_xpu_cq* cst = cq ? cq->xstate : nullptr;
+      if (!cst) continue;
+      uint32_t k = 0;
+      for (uint32_t i = 0; i < cst->num_eps; ++i)
+        if (cst->eps[i] != dev_state) cst->eps[k++] = cst->eps[i];
+      for (uint32_t i = k; i < cst->num_eps; ++i) cst->eps[i] = nullptr;
+      cst->num_eps = k;
+    }
+  }
+  for (auto it = ep->xmem.rbegin(); it != ep->xmem.rend(); ++it) ep->xctx->release(&*it);
+  ep->xmem.clear();
+  auto drop_cq = [](EfaCq* cq) {
+    if (!cq) return;
+    if (cq->internal) cq_destroy_internal(cq);
+    else cq->refs.release();
+  };
+  if (ep->tx_cq == ep->rx_cq && ep->tx_cq && ep->tx_cq->internal) ep->rx_cq = nullptr;
+  drop_cq(ep->tx_cq);
+  drop_cq(ep->rx_cq);
+  if (ep->err_cq) ep->err_cq->refs.release();
+  for (EfaCntr* c : {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
+                     ep->cntr_rwrite})
+    if (c) c->refs.release();
+  if (ep->av) ep->av->refs.release();
+  if (ep->xctx) ep->xctx->refs.release();
+  fi_freeinfo(ep->info);
+  dom->refs.release();
+  delete ep;
+  return 0;
+}
+
+// ---- ep ops -----------------------------------------------------------------------------------
+
+ssize_t ep_cancel(fid_t f, void* context) {
+  if (!f) return -FI_EINVAL;
+  (void)context;
+  // Posted work belongs to the NIC once the doorbell is rung; EFA cannot take it back.
+  return -FI_ENOENT;
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  if (!optval || !optlen) return -FI_EINVAL;
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  size_t v;
+  switch (optname) {
+    case FI_OPT_MAX_MSG_SIZE: v = ep->dom->attr.mtu; break;
+    case FI_OPT_MAX_RMA_SIZE: v = ep->dom->attr.max_rdma_size; break;
+    case FI_OPT_INJECT_MSG_SIZE: v = ep->dom->attr.inline_buf_size; break;
+    case FI_OPT_INJECT_RMA_SIZE: v = 0; break;
+    case FI_OPT_TX_SIZE: v = ep->tx_size; break;
+    case FI_OPT_RX_SIZE: v = ep->rx_size; break;
+    default: return -FI_ENOPROTOOPT;
+  }
+  if (*optlen < sizeof(size_t)) {
+    *optlen = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  memcpy(optval, &v, sizeof(v));
+  *optlen = sizeof(size_t);
+  return 0;
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  if (!optval) return -FI_EINVAL;
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  switch (optname) {
+    case FI_OPT_CUDA_API_PERMITTED:
+    case FI_OPT_SHARED_MEMORY_PERMITTED:
+      return optlen == sizeof(bool) ? 0 : -FI_EINVAL;
+    case FI_OPT_TX_SIZE:
+    case FI_OPT_RX_SIZE: {
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      if (ep->enabled) return -FI_EOPBADSTATE;
+      size_t v;
+      memcpy(&v, optval, sizeof(v));
+      const size_t max = optname == FI_OPT_TX_SIZE ? ep->dom->attr.max_sq_wr : ep->dom->attr.max_rq_wr;
+      if (v == 0 || v > max) return -FI_EINVAL;
+      (optname == FI_OPT_TX_SIZE ? ep->tx_size : ep->rx_size) = v;
+      return 0;
+    }
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int ep_no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int ep_no_rxctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+
+ssize_t ep_rx_size_left(fid_ep* e) {
+  auto* ep = to_ep(e);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;
+  return ep->rq.ring.num_entries - efa_dp_ring_inflight(&ep->rq.ring);
+}
+
+ssize_t ep_tx_size_left(fid_ep* e) {
+  auto* ep = to_ep(e);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;
+  return ep->sq.ring.num_entries - efa_dp_ring_inflight(&ep->sq.ring);
+}
+
+int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out);
+
+// ---- cm ---------------------------------------------------------------------------------------
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) {
+  auto* ep = reinterpret_cast<EfaEp*>(f);
+  if (!addrlen) return -FI_EINVAL;
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  EfaAddr a{};
+  uint32_t qpn = 0, qkey = 0;
+  int rc = ep->dom->dev->local_address(ep->qp, a.gid, &qpn, &qkey);
+  if (rc) return to_fi_err(rc);
+  a.qpn = static_cast<uint16_t>(qpn);
+  a.qkey = qkey;
+  if (*addrlen < sizeof(a)) {
+    *addrlen = sizeof(a);
+    return -FI_ETOOSMALL;
+  }
+  if (!addr) return -FI_EINVAL;
+  memcpy(addr, &a, sizeof(a));
+  *addrlen = sizeof(a);
+  return 0;
+}
+
+int cm_no_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
+int cm_no_getpeer(fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
+int cm_no_connect(fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_no_listen(fid_pep*) { return -FI_ENOSYS; }
+int cm_no_accept(fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
+int cm_no_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int cm_no_shutdown(fid_ep*, uint64_t) { return -FI_ENOSYS; }
+int cm_no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
+
+// ---- data path ----------------------------------------------------------------------------
+
+int host_data_ok(EfaEp* ep) {
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU EP's queues
+  return 0;
+}
+
+int fill_sges(EfaEp* ep, const iovec* iov, void** desc, size_t count, efa_dp_sge* sge, size_t* total) {
+  (void)ep;
+  *total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!iov[i].iov_base && iov[i].iov_len) return -FI_EINVAL;
+    auto* mr = desc ? static_cast<EfaMr*>(desc[i]) : nullptr;
+    if (!mr && iov[i].iov_len) return -FI_EINVAL;  // FI_MR_LOCAL: a descriptor is required
+    sge[i].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+    sge[i].length = static_cast<uint32_t>(iov[i].iov_len);
+    sge[i].lkey = mr ? mr->bmr->lkey() : 0;
+    *total += iov[i].iov_len;
+  }
+  return 0;
+}
+
+ssize_t post_sq(EfaEp* ep, efa_dp_wr* wr, OpRecord* rec) {
+  wr->context = reinterpret_cast<uintptr_t>(rec);
+  int rc;
+  {
+    std::lock_guard<std::mutex> g(ep->tx_lock);
+    rc = efa_sq_post(&ep->sq, wr);
+  }
+  if (rc) {
+    delete rec;
+    if (rc == -FI_EAGAIN) ep->dom->progress();
+    return rc;
+  }
+  ep->dom->dev->progress(16);
+  return 0;
+}
+
+ssize_t do_send(EfaEp* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                void* context, uint64_t data, uint64_t flags) {
+  int rc = host_data_ok(ep);
+  if (rc) return rc;
+  if (!(ep->caps & FI_SEND)) return -FI_EOPNOTSUPP;
+  if (count > ep->dom->attr.max_sq_sge || count > 2 || (!iov && count)) return -FI_EINVAL;
+  EfaAvEntry peer;
+  if (!ep->av || !ep->av->get(dest, &peer)) return -FI_EINVAL;
+  efa_dp_wr wr{};
+  wr.op = EFA_DP_OP_SEND;
+  wr.ah = peer.ahn;
+  wr.dest_qpn = peer.addr.qpn;
+  wr.qkey = peer.addr.qkey;
+  wr.num_sge = static_cast<uint32_t>(count);
+  size_t total = 0;
+  const bool inject = flags & FI_INJECT;
+  if (inject) {
+    for (size_t i = 0; i < count; ++i) {
+      wr.sge[i].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+      wr.sge[i].length = static_cast<uint32_t>(iov[i].iov_len);
+      total += iov[i].iov_len;
+    }
+    if (total > ep->dom->attr.inline_buf_size) return -FI_EMSGSIZE;
+    wr.flags |= EFA_DP_WR_INLINE;
+  } else {
+    rc = fill_sges(ep, iov, desc, count, wr.sge, &total);
+    if (rc) return rc;
+  }
+  if (total > ep->dom->attr.mtu) return -FI_EMSGSIZE;
+  if (flags & FI_REMOTE_CQ_DATA) {
+    wr.flags |= EFA_DP_WR_IMM;
+    wr.imm = static_cast<uint32_t>(data);
+  }
+  if (flags & FI_MORE) wr.flags |= EFA_DP_WR_MORE;
+  auto* rec = new OpRecord{context, FI_MSG | FI_SEND, total, nullptr,
+                           !inject && (!ep->tx_selective || (flags & FI_COMPLETION))};
+  return post_sq(ep, &wr, rec);
+}
+
+ssize_t do_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count, fi_addr_t peer_a,
+               uint64_t addr, uint64_t key, void* context, uint64_t data, uint64_t flags) {
+  int rc = host_data_ok(ep);
+  if (rc) return rc;
+  const uint32_t cap = write ? backend::kCapRdmaWrite : backend::kCapRdmaRead;
+  if (!(ep->dom->attr.device_caps & cap) || !(ep->caps & (write ? FI_WRITE : FI_READ)))
+    return -FI_EOPNOTSUPP;
+  if (count != 1 || !iov) return -FI_EINVAL;
+  if (!write && (flags & FI_REMOTE_CQ_DATA)) return -FI_EINVAL;
+  EfaAvEntry peer;
+  if (!ep->av || !ep->av->get(peer_a, &peer)) return -FI_EINVAL;
+  efa_dp_wr wr{};
+  wr.op = write ? EFA_DP_OP_RDMA_WRITE : EFA_DP_OP_RDMA_READ;
+  wr.ah = peer.ahn;
+  wr.dest_qpn = peer.addr.qpn;
+  wr.qkey = peer.addr.qkey;
+  wr.num_sge = 1;
+  size_t total = 0;
+  rc = fill_sges(ep, iov, desc, 1, wr.sge, &total);
+  if (rc) return rc;
+  if (total > ep->dom->attr.max_rdma_size) return -FI_EMSGSIZE;
+  wr.remote_addr = addr;
+  wr.rkey = static_cast<uint32_t>(key);
+  if (flags & FI_REMOTE_CQ_DATA) {
+    wr.flags |= EFA_DP_WR_IMM;
+    wr.imm = static_cast<uint32_t>(data);
+  }
+  if (flags & FI_MORE) wr.flags |= EFA_DP_WR_MORE;
+  auto* rec = new OpRecord{context, FI_RMA | (write ? FI_WRITE : FI_READ), total, nullptr,
+                           !ep->tx_selective || (flags & FI_COMPLETION)};
+  return post_sq(ep, &wr, rec);
+}
+
+ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* context,
+                uint64_t flags) {
+  int rc = host_data_ok(ep);
+  if (rc) return rc;
+  if (!(ep->caps & FI_RECV)) return -FI_EOPNOTSUPP;
+  if (count == 0 || count > ep->dom->attr.max_rq_sge || count > 2 || !iov) return -FI_EINVAL;
+  efa_dp_sge sge[2];
+  size_t total = 0;
+  rc = fill_sges(ep, iov, desc, count, sge, &total);
+  if (rc) return rc;
+  auto* rec = new OpRecord{context, FI_MSG | FI_RECV, total, iov[0].iov_base,
+                           !ep->rx_selective || (flags & FI_COMPLETION)};
+  {
+    std::lock_guard<std::mutex> g(ep->rx_lock);
+    rc = efa_rq_post(&ep->rq, sge, static_cast<uint32_t>(count), reinterpret_cast<uintptr_t>(rec));
+  }
+  if (rc) {
+    delete rec;
+    if (rc == -FI_EAGAIN) ep->dom->progress();
+    return rc;
+  }
+  return 0;
+}
+
+ssize_t m_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t, void* context) {
+  iovec v{buf, len};
+  return do_recv(to_ep(e), &v, &desc, 1, context, to_ep(e)->rx_op_flags);
+}
+ssize_t m_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t, void* context) {
+  return do_recv(to_ep(e), iov, desc, count, context, to_ep(e)->rx_op_flags);
+}
+ssize_t m_recvmsg(fid_ep* e, const fi_msg* msg, uint64_t flags) {
+  if (!msg) return -FI_EINVAL;
+  return do_recv(to_ep(e), msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+}
+ssize_t m_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, void* context) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(to_ep(e), &v, &desc, 1, dest, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t m_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                void* context) {
+  return do_send(to_ep(e), iov, desc, count, dest, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t m_sendmsg(fid_ep* e, const fi_msg* msg, uint64_t flags) {
+  if (!msg) return -FI_EINVAL;
+  return do_send(to_ep(e), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context,
+                 msg->data, flags);
+}
+ssize_t m_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(to_ep(e), &v, nullptr, 1, dest, nullptr, 0, FI_INJECT);
+}
+ssize_t m_senddata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data,
+                   fi_addr_t dest, void* context) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(to_ep(e), &v, &desc, 1, dest, context, data,
+                 to_ep(e)->tx_op_flags | FI_REMOTE_CQ_DATA);
+}
+ssize_t m_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(to_ep(e), &v, nullptr, 1, dest, nullptr, data, FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+
+ssize_t r_read(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
+               uint64_t key, void* context) {
+  iovec v{buf, len};
+  return do_rma(to_ep(e), false, &v, &desc, 1, src, addr, key, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t r_readv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
+                uint64_t addr, uint64_t key, void* context) {
+  return do_rma(to_ep(e), false, iov, desc, count, src, addr, key, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t r_readmsg(fid_ep* e, const fi_msg_rma* msg, uint64_t flags) {
+  if (!msg || !msg->rma_iov || msg->rma_iov_count != 1) return -FI_EINVAL;
+  return do_rma(to_ep(e), false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
+                msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, msg->data, flags);
+}
+ssize_t r_write(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
+                uint64_t key, void* context) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_rma(to_ep(e), true, &v, &desc, 1, dest, addr, key, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t r_writev(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
+                 uint64_t addr, uint64_t key, void* context) {
+  return do_rma(to_ep(e), true, iov, desc, count, dest, addr, key, context, 0, to_ep(e)->tx_op_flags);
+}
+ssize_t r_writemsg(fid_ep* e, const fi_msg_rma* msg, uint64_t flags) {
+  if (!msg || !msg->rma_iov || msg->rma_iov_count != 1) return -FI_EINVAL;
+  return do_rma(to_ep(e), true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
+                msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, msg->data, flags);
+}
+ssize_t r_inject(fid_ep*, const void*, size_t, fi_addr_t, uint64_t, uint64_t) {
+  return -FI_ENOSYS;  // inject_size for RMA is 0 on efa-direct
+}
+ssize_t r_writedata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data,
+                    fi_addr_t dest, uint64_t addr, uint64_t key, void* context) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_rma(to_ep(e), true, &v, &desc, 1, dest, addr, key, context, data,
+                to_ep(e)->tx_op_flags | FI_REMOTE_CQ_DATA);
+}
+ssize_t r_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t) {
+  return -FI_ENOSYS;
+}
+
+fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control,
+                      fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
+fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel,       ep_getopt,       ep_setopt, ep_no_ctx,
+                      ep_no_rxctx,       ep_rx_size_left, ep_tx_size_left, ep_export};
+fi_ops_cm g_cm_ops = {sizeof(fi_ops_cm), cm_no_setname,  cm_getname,  cm_no_getpeer,
+                      cm_no_connect,     cm_no_listen,   cm_no_accept, cm_no_reject,
+                      cm_no_shutdown,    cm_no_join};
+fi_ops_msg g_msg_ops = {sizeof(fi_ops_msg), m_recv,   m_recvv,     m_recvmsg,   m_send,
+                        m_sendv,            m_sendmsg, m_inject,   m_senddata,  m_injectdata};
+fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), r_read,  r_readv,     r_readmsg,    r_write,
+                        r_writev,           r_writemsg, r_inject, r_writedata,  r_injectdata};
+
+int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags, void* context) {
+  if (!domain || !info || !ep_p) return -FI_EINVAL;
+  if (flags & ~FI_XPU) return -FI_EBADFLAGS;
+  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  fid_xpu_ctx* xc = info->ep_attr ? info->ep_attr->xpu_ctx : nullptr;
+  const bool xpu = flags & FI_XPU;
+  if (xpu != (xc != nullptr)) return -FI_EINVAL;  // FI_XPU needs xpu_ctx, and only it allows one
+  EfaXpuCtx* x = nullptr;
+  if (xc) {
+    if (xc->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
+    x = reinterpret_cast<EfaXpuCtx*>(xc);
+    if (x->dom != dom) return -FI_EINVAL;
+  }
+  auto* ep = new (std::nothrow) EfaEp();
+  if (!ep) return -FI_ENOMEM;
+  ep->info = fi_dupinfo(info);
+  if (!ep->info) {
+    delete ep;
+    return -FI_ENOMEM;
+  }
+  int rc = dom->refs.acquire();
+  if (rc == 0 && x) {
+    rc = x->refs.acquire();
+    if (rc) dom->refs.release();
+  }
+  if (rc) {
+    fi_freeinfo(ep->info);
+    delete ep;
+    return rc;
+  }
+  ep->dom = dom;
+  ep->xctx = x;
+  ep->caps = info->caps ? info->caps : (FI_MSG | FI_RMA);
+  if (!(ep->caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+    ep->caps |= FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  // The data path's rings hold at most EFA_DP_MAX_ENTRIES entries; the RQ counts descriptors.
+  const uint32_t rq_sge = dom->attr.max_rq_sge ? dom->attr.max_rq_sge : 1;
+  ep->tx_size = std::min<size_t>(dom->attr.max_sq_wr, EFA_DP_MAX_ENTRIES / 2);
+  ep->rx_size = std::min<size_t>(dom->attr.max_rq_wr, EFA_DP_MAX_ENTRIES / 2 / rq_sge);
+  if (info->tx_attr) {
+    ep->tx_op_flags = info->tx_attr->op_flags;
+    if (info->tx_attr->size && info->tx_attr->size < ep->tx_size) ep->tx_size = info->tx_attr->size;
+  }
+  if (info->rx_attr) {
+    ep->rx_op_flags = info->rx_attr->op_flags;
+    if (info->rx_attr->size && info->rx_attr->size < ep->rx_size) ep->rx_size = info->rx_attr->size;
+  }
+  ep->ep.fid.fclass = FI_CLASS_EP;
+  ep->ep.fid.context = context;
+  ep->ep.fid.ops = &g_ep_fi_ops;
+  ep->ep.ops = &g_ep_ops;
+  ep->ep.cm = &g_cm_ops;
+  ep->ep.msg = &g_msg_ops;
+  ep->ep.rma = &g_rma_ops;
+  ep->ep.tagged = nullptr;
+  ep->ep.atomic = nullptr;
+  ep->ep.collective = nullptr;
+  *ep_p = &ep->ep;
+  return 0;
+}
+
+// ---- export -----------------------------------------------------------------------------------
+
+int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out) {
+  if (!e || !out) return -FI_EINVAL;
+  auto* ep = to_ep(e);
+  if (flags) return -FI_EBADFLAGS;
+  if (!ep->is_xpu() || !ep->enabled) return -FI_EINVAL;
+  if (ep->exported) {
+    *out = ep->xstate->fid;
+    return 0;
+  }
+  EfaXpuCtx* x = ep->xctx;
+  EfaDomain* dom = ep->dom;
+  backend::WqAttr sq{}, rq{};
+  int rc = ep->qp->query_wqs(&sq, &rq);
+  if (rc) return rc == -EOPNOTSUPP ? -FI_EOPNOTSUPP : -FI_EINVAL;
+  std::vector<XpuMem> mem;
+  auto fail = [&](int code) {
+    for (auto it = mem.rbegin(); it != mem.rend(); ++it) x->release(&*it);
+    return code;
+  };
+  // Where hardware hands out BAR memory (the SQ ring is the LLQ, doorbells are MMIO) the
+  // regions are imported as IOMEMORY; only the 4 doorbell bytes, never the whole page.
+  XpuMem m;
+  rc = x->import_mem(sq.buffer, size_t(sq.entry_size) * sq.num_entries,
+                     FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return fail(rc);
+  mem.push_back(m);
+  void* dev_sq = m.dev;
+  rc = x->import_mem(sq.doorbell, 4, FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return fail(rc);
+  mem.push_back(m);
+  void* dev_sq_db = m.dev;
+  rc = x->import_mem(rq.buffer, size_t(rq.entry_size) * rq.num_entries, FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return fail(rc);
+  mem.push_back(m);
+  void* dev_rq = m.dev;
+  rc = x->import_mem(rq.doorbell, 4, FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return fail(rc);
+  mem.push_back(m);
+  void* dev_rq_db = m.dev;
+  // State + both req tables in one host block mapped for the device.
+  const size_t sq_scr = efa_sq_scratch_size(sq.num_entries);
+  const size_t rq_scr = efa_rq_scratch_size(rq.num_entries);
+  const size_t st_size = (sizeof(efa_xpu_ep) + 63) / 64 * 64;
+  const size_t sq_off = st_size, rq_off = st_size + (sq_scr + 63) / 64 * 64;
+  const size_t total = rq_off + rq_scr;
+  rc = x->import_mem(nullptr, total, FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return fail(rc);
+  mem.push_back(m);
+  auto* host = static_cast<uint8_t*>(m.host);
+  auto* dev = static_cast<uint8_t*>(m.dev);
+  memset(host, 0, total);
+  auto* st = reinterpret_cast<efa_xpu_ep*>(host);
+  efa_dp_wq_attr s{sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
+  efa_dp_wq_attr r{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
+  rc = efa_sq_init(&st->sq, &s, dom->attr.max_sq_sge > 2 ? 2 : dom->attr.max_sq_sge, host + sq_off,
+                   sq_scr);
+  if (rc == 0) rc = efa_rq_init(&st->rq, &r, dom->attr.max_rq_sge, host + rq_off, rq_scr);
+  if (rc) return fail(-FI_EINVAL);
+  // Rebase every pointer onto device addresses.
+  auto rebase = [&](auto* p, size_t base_off, const uint8_t* host_base) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    return reinterpret_cast<T*>(dev + base_off + (reinterpret_cast<const uint8_t*>(p) - host_base));
+  };
+  st->sq.ring.buf = static_cast<uint8_t*>(dev_sq);
+  st->sq.ring.db = static_cast<uint32_t*>(dev_sq_db);
+  st->rq.ring.buf = static_cast<uint8_t*>(dev_rq);
+  st->rq.ring.db = static_cast<uint32_t*>(dev_rq_db);
+  const uint8_t* sqb = host + sq_off;
+  const uint8_t* rqb = host + rq_off;
+  st->sq.reqs.ctx = rebase(st->sq.reqs.ctx, sq_off, sqb);
+  st->sq.reqs.aux = rebase(st->sq.reqs.aux, sq_off, sqb);
+  st->sq.reqs.state = rebase(st->sq.reqs.state, sq_off, sqb);
+  st->sq.reqs.link = rebase(st->sq.reqs.link, sq_off, sqb);
+  st->rq.reqs.ctx = rebase(st->rq.reqs.ctx, rq_off, rqb);
+  st->rq.reqs.aux = rebase(st->rq.reqs.aux, rq_off, rqb);
+  st->rq.reqs.state = rebase(st->rq.reqs.state, rq_off, rqb);
+  st->rq.reqs.link = rebase(st->rq.reqs.link, rq_off, rqb);
+  st->version = EFA_XPU_VERSION;
+  st->size = sizeof(*st);
+  st->qpn = ep->qpn;
+  st->qkey = ep->qkey;
+  const uint32_t dc = dom->attr.device_caps;
+  st->caps = ((dc & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0) |
+             ((dc & backend::kCapRdmaWrite) ? EFA_XPU_EP_CAP_RDMA_WRITE : 0) |
+             ((dc & backend::kCapUnsolicitedWriteRecv) ? EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV : 0);
+  st->mtu = dom->attr.mtu;
+  st->max_rdma_size = dom->attr.max_rdma_size;
+  st->inline_size = dom->attr.inline_buf_size;
+  st->tx_op_flags = ep->tx_op_flags;
+  st->fid.fid.fclass = FI_CLASS_EP;
+  st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev);
+  // CQ and counter handles must be exported for their device addresses; export them now.
+  fid_xpu_cq hq;
+  for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
+    rc = cq->cq.ops->export_xpu(&cq->cq, 0, &hq);
+    if (rc) return fail(rc);
+    efa_xpu_cq* cst = cq->xstate;
+    bool present = false;
+    for (uint32_t i = 0; i < cst->num_eps; ++i) present |= cst->eps[i] == reinterpret_cast<efa_xpu_ep*>(dev);
+    if (!present) {
+      if (cst->num_eps >= EFA_XPU_CQ_MAX_EPS) return fail(-FI_ENOSPC);
+      cst->eps[cst->num_eps++] = reinterpret_cast<efa_xpu_ep*>(dev);
+    }
+  }
+  st->tx_cq = reinterpret_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
+  st->rx_cq = reinterpret_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
+  EfaCntr* cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
+                    ep->cntr_rwrite};
+  efa_xpu_cntr** dst[6] = {&st->cntr_send,  &st->cntr_recv,         &st->cntr_read,
+                           &st->cntr_write, &st->cntr_remote_read, &st->cntr_remote_write};
+  for (int i = 0; i < 6; ++i) {
+    if (!cs[i]) continue;
+    fid_xpu_cntr hc;
+    rc = cs[i]->cntr.ops->export_xpu(&cs[i]->cntr, 0, &hc);
+    if (rc) return fail(rc);
+    *dst[i] = reinterpret_cast<efa_xpu_cntr*>(cs[i]->state.dev);
+  }
+  ep->xmem = std::move(mem);
+  ep->xstate = st;
+  ep->exported = true;
+  *out = st->fid;
+  return 0;
+}
+
+}  // namespace
+
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context) {
+  return ep_open_common(domain, info, ep_p, 0, context);
+}
+
+int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags,
+                   void* context) {
+  return ep_open_common(domain, info, ep_p, flags, context);
+}
+
+}  // namespace xpufab::efa

@@ -1,0 +1,331 @@
+// Conformance suite for the efa provider through the public libfabric API, run once per backend.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "testing/conformance_util.h"
+
+namespace xpufab::testing {
+namespace {
+
+class Conformance : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    select_backend(GetParam());
+    open(false);
+  }
+
+  void open(bool xpu) {
+    fi_info* hints = make_hints(xpu);
+    ASSERT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_), 0);
+    fi_freeinfo(hints);
+    ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric_, info_, &domain_, nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(domain_, &aa, &av_, nullptr), 0);
+  }
+
+  void TearDown() override {
+    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) EXPECT_EQ(fi_close(*it), 0);
+    if (av_) {
+      EXPECT_EQ(fi_close(&av_->fid), 0);
+    }
+    if (domain_) {
+      EXPECT_EQ(fi_close(&domain_->fid), 0);
+    }
+    if (fabric_) {
+      EXPECT_EQ(fi_close(&fabric_->fid), 0);
+    }
+    fi_freeinfo(info_);
+  }
+
+  fid_cq* open_cq(fi_cq_format fmt) {
+    fi_cq_attr ca{};
+    ca.format = fmt;
+    ca.wait_obj = FI_WAIT_NONE;
+    fid_cq* cq = nullptr;
+    EXPECT_EQ(fi_cq_open(domain_, &ca, &cq, nullptr), 0);
+    return cq;
+  }
+
+  // An enabled host EP bound to cq (both directions) and the AV; its address goes into the AV.
+  fid_ep* open_ep(fid_cq* cq, fi_addr_t* addr) {
+    fid_ep* ep = nullptr;
+    EXPECT_EQ(fi_endpoint(domain_, info_, &ep, nullptr), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av_->fid, 0), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    char name[64];
+    size_t len = sizeof(name);
+    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
+    EXPECT_EQ(fi_av_insert(av_, name, 1, addr, 0, nullptr), 1);
+    return ep;
+  }
+
+  fid_mr* reg(void* buf, size_t len, uint64_t access) {
+    fid_mr* mr = nullptr;
+    EXPECT_EQ(fi_mr_reg(domain_, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
+    return mr;
+  }
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  std::vector<fid*> closing_;  // closed in reverse order before the AV and domain
+};
+
+TEST_P(Conformance, GetinfoOffersEfaDirectWithModeZero) {
+  EXPECT_STREQ(info_->fabric_attr->name, "efa-direct");
+  EXPECT_STREQ(info_->fabric_attr->prov_name, "efa");
+  EXPECT_EQ(info_->ep_attr->type, FI_EP_RDM);
+  EXPECT_EQ(info_->domain_attr->av_type, FI_AV_TABLE);
+  EXPECT_EQ(info_->caps & FI_XPU, 0u);  // opt-in only
+}
+
+TEST_P(Conformance, GetinfoXpuNeedsXpuDescMrMode) {
+  fi_info* h = make_hints(true);
+  h->domain_attr->mr_mode &= ~FI_MR_XPU_DESC;
+  fi_info* out = nullptr;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, h, &out), -FI_ENODATA);
+  h->domain_attr->mr_mode |= FI_MR_XPU_DESC;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, h, &out), 0);
+  EXPECT_NE(out->caps & FI_XPU, 0u);
+  EXPECT_GE(out->domain_attr->max_xpu_ctx_cnt, 1u);
+  fi_freeinfo(out);
+  fi_freeinfo(h);
+}
+
+TEST_P(Conformance, PingPongSendRecvWithData) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_DATA);
+  fi_addr_t a = 0, b = 0;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  std::vector<uint8_t> sbuf(256), rbuf(256, 0);
+  for (size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<uint8_t>(i * 7 + 1);
+  fid_mr* smr = reg(sbuf.data(), sbuf.size(), FI_SEND);
+  fid_mr* rmr = reg(rbuf.data(), rbuf.size(), FI_RECV);
+  closing_.push_back(&smr->fid);
+  closing_.push_back(&rmr->fid);
+  int rctx = 0, sctx = 0;
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(fi_recv(eb, rbuf.data(), rbuf.size(), fi_mr_desc(rmr), FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_senddata(ea, sbuf.data(), sbuf.size(), fi_mr_desc(smr), 0xabc0 + round, b, &sctx), 0);
+    bool got_send = false, got_recv = false;
+    while (!got_send || !got_recv) {
+      fi_cq_data_entry e{};
+      fi_addr_t src = FI_ADDR_NOTAVAIL;
+      ASSERT_EQ(wait_cq(cq, &e, 5000, &src), 1);
+      if (e.op_context == &sctx) {
+        EXPECT_EQ(e.flags, FI_MSG | FI_SEND);
+        got_send = true;
+      } else {
+        ASSERT_EQ(e.op_context, &rctx);
+        EXPECT_EQ(e.flags, FI_MSG | FI_RECV | FI_REMOTE_CQ_DATA);
+        EXPECT_EQ(e.len, sbuf.size());
+        EXPECT_EQ(e.data, 0xabc0u + round);
+        EXPECT_EQ(e.buf, rbuf.data());
+        EXPECT_EQ(src, a);
+        got_recv = true;
+      }
+    }
+    EXPECT_EQ(rbuf, sbuf);
+    sbuf[0]++;
+  }
+}
+
+TEST_P(Conformance, RdmaWriteAndReadVerified) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_MSG);
+  fi_addr_t a = 0, b = 0;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  std::vector<uint8_t> local(4096), remote(4096, 0), back(4096, 0);
+  for (size_t i = 0; i < local.size(); ++i) local[i] = static_cast<uint8_t>(i ^ 0x5a);
+  fid_mr* lmr = reg(local.data(), local.size(), FI_WRITE);
+  fid_mr* rmr = reg(remote.data(), remote.size(), FI_REMOTE_WRITE | FI_REMOTE_READ);
+  fid_mr* bmr = reg(back.data(), back.size(), FI_READ);
+  closing_.push_back(&lmr->fid);
+  closing_.push_back(&rmr->fid);
+  closing_.push_back(&bmr->fid);
+  int wctx = 0, rdctx = 0;
+  ASSERT_EQ(fi_write(ea, local.data(), local.size(), fi_mr_desc(lmr), b,
+                     reinterpret_cast<uintptr_t>(remote.data()), fi_mr_key(rmr), &wctx), 0);
+  fi_cq_msg_entry e{};
+  ASSERT_EQ(wait_cq(cq, &e), 1);
+  EXPECT_EQ(e.op_context, &wctx);
+  EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+  EXPECT_EQ(remote, local);
+  ASSERT_EQ(fi_read(ea, back.data(), back.size(), fi_mr_desc(bmr), b,
+                    reinterpret_cast<uintptr_t>(remote.data()), fi_mr_key(rmr), &rdctx), 0);
+  ASSERT_EQ(wait_cq(cq, &e), 1);
+  EXPECT_EQ(e.op_context, &rdctx);
+  EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+  EXPECT_EQ(back, local);
+}
+
+TEST_P(Conformance, BadKeyWriteGivesErrorCompletion) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fi_addr_t a = 0, b = 0;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  std::vector<uint8_t> local(64, 1), remote(64, 0);
+  fid_mr* lmr = reg(local.data(), local.size(), FI_WRITE);
+  fid_mr* rmr = reg(remote.data(), remote.size(), FI_REMOTE_WRITE);
+  closing_.push_back(&lmr->fid);
+  closing_.push_back(&rmr->fid);
+  int ctx = 0;
+  ASSERT_EQ(fi_write(ea, local.data(), local.size(), fi_mr_desc(lmr), b,
+                     reinterpret_cast<uintptr_t>(remote.data()), fi_mr_key(rmr) + 12345, &ctx), 0);
+  fi_cq_entry e{};
+  ASSERT_EQ(wait_cq(cq, &e), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, &ctx);
+  EXPECT_NE(err.err, 0);
+  EXPECT_NE(err.prov_errno, 0);
+  char buf[128];
+  EXPECT_NE(fi_cq_strerror(cq, err.prov_errno, nullptr, buf, sizeof(buf)), nullptr);
+  EXPECT_EQ(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+  EXPECT_EQ(remote, std::vector<uint8_t>(64, 0));
+}
+
+TEST_P(Conformance, CountersCountAndWait) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  fid_cntr* sc = nullptr;
+  ASSERT_EQ(fi_cntr_open(domain_, &ca, &sc, nullptr), 0);
+  fid_ep* ea = nullptr;
+  ASSERT_EQ(fi_endpoint(domain_, info_, &ea, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ea, &av_->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ea, &cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
+  ASSERT_EQ(fi_ep_bind(ea, &sc->fid, FI_SEND), 0);
+  EXPECT_EQ(fi_close(&sc->fid), -FI_EBUSY);  // bound to an EP
+  ASSERT_EQ(fi_enable(ea), 0);
+  char name[64];
+  size_t len = sizeof(name);
+  ASSERT_EQ(fi_getname(&ea->fid, name, &len), 0);
+  fi_addr_t self;
+  ASSERT_EQ(fi_av_insert(av_, name, 1, &self, 0, nullptr), 1);
+  closing_ = {&sc->fid, &cq->fid, &ea->fid};
+  std::vector<uint8_t> buf(32, 3), rbuf(32);
+  fid_mr* mr = reg(rbuf.data(), rbuf.size(), FI_RECV);
+  closing_.push_back(&mr->fid);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(fi_recv(ea, rbuf.data(), rbuf.size(), fi_mr_desc(mr), FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_inject(ea, buf.data(), buf.size(), self), 0);
+  }
+  EXPECT_EQ(fi_cntr_wait(sc, 3, 5000), 0);
+  EXPECT_EQ(fi_cntr_read(sc), 3u);
+  EXPECT_EQ(fi_cntr_readerr(sc), 0u);
+  fi_cq_entry e;
+  EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);  // selective: nothing reported
+  EXPECT_EQ(fi_cntr_wait(sc, 100, 10), -FI_ETIMEDOUT);
+  EXPECT_EQ(fi_cntr_add(sc, 2), 0);
+  EXPECT_EQ(fi_cntr_read(sc), 5u);
+  EXPECT_EQ(fi_cntr_set(sc, 1), 0);
+  EXPECT_EQ(fi_cntr_read(sc), 1u);
+  EXPECT_EQ(fi_cntr_adderr(sc, 4), 0);
+  EXPECT_EQ(fi_cntr_readerr(sc), 4u);
+  EXPECT_EQ(fi_cntr_seterr(sc, 0), 0);
+  EXPECT_EQ(fi_cntr_readerr(sc), 0u);
+}
+
+TEST_P(Conformance, AvInsertLookupRemove) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fi_addr_t a = 0;
+  fid_ep* ep = open_ep(cq, &a);
+  closing_ = {&cq->fid, &ep->fid};
+  char name[64], got[64];
+  size_t len = sizeof(name), glen = sizeof(got);
+  ASSERT_EQ(fi_getname(&ep->fid, name, &len), 0);
+  ASSERT_EQ(fi_av_lookup(av_, a, got, &glen), 0);
+  EXPECT_EQ(glen, len);
+  EXPECT_EQ(memcmp(name, got, len), 0);
+  size_t small = 1;
+  EXPECT_EQ(fi_getname(&ep->fid, name, &small), -FI_ETOOSMALL);
+  EXPECT_EQ(small, len);
+  EXPECT_EQ(fi_av_remove(av_, &a, 1, 0), 0);
+  glen = sizeof(got);
+  EXPECT_EQ(fi_av_lookup(av_, a, got, &glen), -FI_EINVAL);
+  EXPECT_EQ(fi_av_remove(av_, &a, 1, 0), -FI_EINVAL);
+}
+
+TEST_P(Conformance, MrDescKeyAndErrors) {
+  std::vector<uint8_t> buf(128);
+  fid_mr* mr = reg(buf.data(), buf.size(), FI_SEND | FI_RECV | FI_REMOTE_READ);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_NE(fi_mr_desc(mr), nullptr);
+  EXPECT_NE(fi_mr_key(mr), FI_KEY_NOTAVAIL);
+  iovec iov{buf.data(), buf.size()};
+  fid_mr* mr2 = nullptr;
+  EXPECT_EQ(fi_mr_regv(domain_, &iov, 1, FI_SEND, 0, 0, 0, &mr2, nullptr), 0);
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = FI_RECV;
+  attr.iface = FI_HMEM_SYSTEM;
+  fid_mr* mr3 = nullptr;
+  EXPECT_EQ(fi_mr_regattr(domain_, &attr, 0, &mr3), 0);
+  EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&mr3->fid), 0);
+  EXPECT_EQ(fi_close(&mr2->fid), 0);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+  EXPECT_EQ(fi_mr_reg(domain_, buf.data(), buf.size(), FI_SEND, 0, 0, 0, nullptr, nullptr), -FI_EINVAL);
+}
+
+TEST_P(Conformance, EndpointOptionsAndStateErrors) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_endpoint(domain_, info_, &ep, nullptr), 0);
+  closing_ = {&cq->fid, &ep->fid};
+  char name[64];
+  size_t len = sizeof(name);
+  EXPECT_EQ(fi_getname(&ep->fid, name, &len), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_enable(ep), -FI_ENOAV);
+  size_t v = 0, vl = sizeof(v);
+  EXPECT_EQ(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, &vl), 0);
+  EXPECT_GT(v, 0u);
+  EXPECT_EQ(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &vl), -FI_ENOPROTOOPT);
+  bool yes = true;
+  EXPECT_EQ(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &yes, sizeof(yes)), 0);
+  int x = 0;
+  EXPECT_EQ(fi_send(ep, &x, sizeof(x), nullptr, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_ep_bind(ep, &av_->fid, 0), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_close(&cq->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_enable(ep), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_cancel(&ep->fid, nullptr), -FI_ENOENT);
+  fid_xpu_ep xe;
+  EXPECT_EQ(fi_ep_export_xpu(ep, 0, &xe), -FI_EINVAL);  // not an XPU EP
+}
+
+TEST_P(Conformance, CqSreadTimesOutAndSignal) {
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_CONTEXT;
+  ca.wait_obj = FI_WAIT_FD;
+  fid_cq* cq = nullptr;
+  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq, nullptr), 0);
+  closing_ = {&cq->fid};
+  fi_cq_entry e;
+  EXPECT_EQ(fi_cq_sread(cq, &e, 1, nullptr, 10), -FI_EAGAIN);
+  EXPECT_EQ(fi_cq_signal(cq), 0);
+  EXPECT_EQ(fi_cq_sread(cq, &e, 1, nullptr, -1), -FI_ECANCELED);
+  int fd = -1;
+  EXPECT_EQ(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+  fid_cq* bad = nullptr;
+  ca.wait_obj = FI_WAIT_MUTEX_COND;
+  EXPECT_EQ(fi_cq_open(domain_, &ca, &bad, nullptr), -FI_ENOSYS);
+  fid_xpu_cq xc;
+  EXPECT_EQ(fi_cq_export_xpu(cq, 0, &xc), -FI_EINVAL);  // no XPU ctx
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(kBackends));
+
+}  // namespace
+}  // namespace xpufab::testing
