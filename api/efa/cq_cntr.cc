@@ -169,18 +169,41 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
   return 1;
 }
 
+// Whole milliseconds left until `deadline`, rounded up so a wait never ends early.
+int ms_left(Clock::time_point deadline) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+  return us <= 0 ? 0 : static_cast<int>((us + 999) / 1000);
+}
+
+// Counts a sleeping waiter for the lifetime of a wait call (WakeFd writes only while > 0).
+struct WaiterScope {
+  explicit WaiterScope(WakeFd* w) : w_(w) { w_->waiters.fetch_add(1, std::memory_order_acq_rel); }
+  ~WaiterScope() { w_->waiters.fetch_sub(1, std::memory_order_acq_rel); }
+  WakeFd* w_;
+};
+
+// Blocks on the backend CQ event fds (and the CQ's own wake fd for fi_cq_signal) rather than
+// spinning. timeout < 0 waits forever; on expiry -FI_EAGAIN, as libfabric's sread.
 ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void* cond,
                      int timeout) {
   auto* cq = reinterpret_cast<EfaCq*>(f);
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (cond) return -FI_EINVAL;  // FI_CQ_COND_NONE only
+  if (!buf && count) return -FI_EINVAL;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+  WaiterScope ws(&cq->wake);
+  auto ready = [cq] {
+    if (cq->signaled.load()) return true;
+    std::lock_guard<std::mutex> g(cq->lock);
+    return !cq->staged.empty();
+  };
   for (;;) {
     ssize_t n = cq_readfrom_impl(cq, buf, count, src);
     if (n != -FI_EAGAIN) return n;
     if (cq->signaled.exchange(false)) return -FI_ECANCELED;
-    if (timeout >= 0 && Clock::now() >= deadline) return -FI_EAGAIN;
-    std::this_thread::yield();
+    const int left = timeout < 0 ? kWaitSliceMs : ms_left(deadline);
+    if (timeout >= 0 && left == 0) return -FI_EAGAIN;
+    cq->dom->wait_event(left, cq->wake.fd, ready);
   }
 }
 
@@ -189,7 +212,10 @@ ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeo
 }
 
 int cq_signal(fid_cq* f) {
-  reinterpret_cast<EfaCq*>(f)->signaled = true;
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  if (refuse_host(cq)) return -FI_EOPNOTSUPP;
+  cq->signaled = true;
+  cq->wake.wake();
   return 0;
 }
 
@@ -224,6 +250,7 @@ int cq_close(fid* f) {
     cq->xctx->refs.release();
   }
   if (!cq->internal) dom->refs.release();
+  cq->wake.close();
   delete cq;
   return 0;
 }
@@ -266,7 +293,9 @@ int cq_setup(EfaCq* cq, size_t size, bool event_fd) {
   const uint32_t entries = round_pow2(want);
   backend::CqInitAttr a;
   a.entries = entries;
-  a.with_event_fd = event_fd;
+  // Every host CQ gets an event fd where the device offers notifications: counter waits sleep
+  // on the CQs (internal ones included) whose completions they count.
+  a.with_event_fd = !cq->xctx && (event_fd || (dom->attr.device_caps & backend::kCapCqNotifications));
   if (cq->xctx) {
     int rc = cq->xctx->alloc_mem(static_cast<size_t>(entries) * EFA_IO_CQE_SIZE,
                                  FI_XPU_ALLOC_DMABUF, &cq->ring);
@@ -343,6 +372,11 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
     delete cq;
     return rc;
   }
+  if (!x && cq->wake.open() != 0) {
+    dom->dev->destroy_cq(cq->bcq);
+    delete cq;
+    return -FI_ENOMEM;
+  }
   rc = dom->refs.acquire();
   if (rc == 0 && x) {
     rc = x->refs.acquire();
@@ -351,6 +385,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   if (rc) {
     dom->dev->destroy_cq(cq->bcq);
     if (x) x->release(&cq->ring);
+    cq->wake.close();
     delete cq;
     return rc;
   }
@@ -445,6 +480,7 @@ int cntr_add(fid_cntr* f, uint64_t v) {
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value += v;
   c->cv.notify_all();
+  c->wake.wake();
   return 0;
 }
 
@@ -453,6 +489,7 @@ int cntr_set(fid_cntr* f, uint64_t v) {
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value = v;
   c->cv.notify_all();
+  c->wake.wake();
   return 0;
 }
 
@@ -461,6 +498,7 @@ int cntr_adderr(fid_cntr* f, uint64_t v) {
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err += v;
   c->cv.notify_all();
+  c->wake.wake();
   return 0;
 }
 
@@ -469,20 +507,26 @@ int cntr_seterr(fid_cntr* f, uint64_t v) {
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err = v;
   c->cv.notify_all();
+  c->wake.wake();
   return 0;
 }
 
+// Sleeps on the domain's CQ event fds (counted completions arrive through them) and the
+// counter's wake fd (fi_cntr_add/set from another thread). -FI_ETIMEDOUT on expiry (fi_cntr(3)).
 int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
   auto* c = reinterpret_cast<EfaCntr*>(f);
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   const uint64_t err0 = c->err.load();
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+  WaiterScope ws(&c->wake);
+  auto ready = [c, err0, threshold] { return c->err.load() != err0 || c->value.load() >= threshold; };
   for (;;) {
     c->dom->progress();
     if (c->err.load() != err0) return -FI_EAVAIL;
     if (c->value.load() >= threshold) return 0;
-    if (timeout >= 0 && Clock::now() >= deadline) return -FI_ETIMEDOUT;
-    std::this_thread::yield();
+    const int left = timeout < 0 ? kWaitSliceMs : ms_left(deadline);
+    if (timeout >= 0 && left == 0) return -FI_ETIMEDOUT;
+    c->dom->wait_event(left, c->wake.fd, ready);
   }
 }
 
@@ -522,6 +566,7 @@ int cntr_close(fid* f) {
     c->xctx->refs.release();
   }
   c->dom->refs.release();
+  c->wake.close();
   delete c;
   return 0;
 }
@@ -548,6 +593,7 @@ void EfaCntr::inc(bool error) {
   if (error) err++;
   else value++;
   cv.notify_all();
+  wake.wake();
 }
 
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* context) {
@@ -558,7 +604,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
   if (attr->wait_set) return -FI_EINVAL;
   fid_xpu_ctx* xctx = attr->xpu_ctx;
   if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
-  fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_NONE : attr->wait_obj;
+  fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
   if (w != FI_WAIT_NONE && w != FI_WAIT_FD) return -FI_ENOSYS;
   EfaXpuCtx* x = nullptr;
   if (xctx) {
@@ -566,6 +612,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
     x = reinterpret_cast<EfaXpuCtx*>(xctx);
     if (x->dom != dom) return -FI_EINVAL;
     if (!(dom->attr.device_caps & backend::kCapCompCntr)) return -FI_EOPNOTSUPP;
+    w = FI_WAIT_NONE;
   }
   auto* c = new (std::nothrow) EfaCntr();
   if (!c) return -FI_ENOMEM;
@@ -609,6 +656,11 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
     }
     delete c;
     return rc;
+  }
+  if (!x && c->wake.open() != 0) {
+    dom->refs.release();
+    delete c;
+    return -FI_ENOMEM;
   }
   c->cntr.fid.fclass = FI_CLASS_CNTR;
   c->cntr.fid.context = context;

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,13 +59,34 @@ int to_fi_err(int backend_rc);
 
 // A device opened once per process and shared by the domains on it (the emulator refuses a
 // second open of the same device).
+struct EfaEp;
 struct SharedDevice {
   std::string backend;
   std::string name;
   std::unique_ptr<backend::Device> dev;
   backend::DeviceAttr attr{};
   int users = 0;
+  // Enabled EPs by QP, so that a QP failure the device reports reaches its EP. ep_lock is taken
+  // before any CQ lock and never while a domain lock is held.
+  std::mutex ep_lock;
+  std::map<backend::Qp*, EfaEp*> eps;
+  std::unique_ptr<backend::EventHandler> handler;
 };
+
+// An eventfd that wakes a thread sleeping in a wait call (fi_cq_signal, counter updates). Only
+// written while somebody waits, so the common path costs one atomic load.
+struct WakeFd {
+  int fd = -1;
+  std::atomic<int> waiters{0};
+  int open();   // 0 or -FI_ENOMEM style error
+  void close();
+  void wake();
+  void drain();
+};
+
+// How long a sleeping wait sleeps before it drives progress itself again. A device without an
+// engine thread (manual progress) writes no CQE while everybody sleeps; this bounds the delay.
+inline constexpr int kWaitSliceMs = 5;
 
 // Opens (or shares) device `name` of backend `backend_name`.
 int acquire_device(const std::string& backend_name, const std::string& name, SharedDevice** out);
@@ -102,6 +124,10 @@ struct EfaDomain {
 
   // Drives the device and drains every host-polled CQ into its staging list.
   void progress();
+  // Arms the host CQs, drives progress once and, unless `ready()` then holds, sleeps until a
+  // host CQ of this domain gets a CQE, `extra_fd` becomes readable, or `ms` passes (at most
+  // kWaitSliceMs). Callers re-check their condition afterwards.
+  void wait_event(int ms, int extra_fd, const std::function<bool()>& ready);
   EfaEp* ep_by_qpn(uint32_t qpn);  // lock held
   int get_ah(const uint8_t gid[16], backend::Ah** ah_p);
   void put_ah(const uint8_t gid[16]);
@@ -166,6 +192,7 @@ struct EfaCq {
   std::condition_variable cv;
   std::deque<Completion> staged;
   std::atomic<bool> signaled{false};
+  WakeFd wake;                    // fi_cq_signal wakes fi_cq_sread
   bool internal = false;          // private CQ of an EP without a user CQ
 
   bool is_xpu() const { return xctx != nullptr; }
@@ -181,6 +208,7 @@ struct EfaCntr {
   std::atomic<uint64_t> err{0};
   std::mutex lock;
   std::condition_variable cv;
+  WakeFd wake;                    // add/set/inc wake fi_cntr_wait
   EfaXpuCtx* xctx = nullptr;
   bool exported = false;
   XpuMem val_mem, err_mem, state;  // XPU counter: device-written memory + exported struct
@@ -239,7 +267,9 @@ struct EfaEp {
   bool exported = false;
   std::vector<XpuMem> xmem;   // imports/allocs of the export
   struct efa_xpu_ep* xstate = nullptr;
+  struct efa_xpu_av_entry* xav_host = nullptr;  // host address of xstate's AV mirror
   std::vector<backend::CompCntr*> attached;
+  std::atomic<bool> failed{false};  // the device failed the QP (handle_failure)
 
   bool is_xpu() const { return xctx != nullptr; }
 };
@@ -267,12 +297,18 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context);
 int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags, void* context);
 int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
+// fi_ep_export_xpu (api/efa/xpu.cc); exporting again refreshes the device's copy of the AV.
+int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out);
 
 // Internal CQ of an EP that has no user CQ for a direction (the QP needs one).
 int cq_create_internal(EfaDomain* dom, EfaCq** cq_p);
 void cq_destroy_internal(EfaCq* cq);
 // Polls one host CQ's ring and dispatches its CQEs (domain lock held).
 void cq_drain(EfaCq* cq);
+
+// The device reported that `qp` failed with efa_io_comp_status `status`: marks the EP and, for
+// an XPU EP, reports the failure on the host CQ bound to it for errors.
+void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status);
 
 // Host counter/XPU counter helpers for the EP.
 int cntr_attach(EfaCntr* cntr, EfaEp* ep, uint32_t ops);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "api/efa/efa.h"
+#include "device/efa_io_status.h"
 
 namespace xpufab::efa {
 
@@ -191,6 +192,10 @@ int ep_enable(EfaEp* ep) {
     std::lock_guard<std::mutex> g(dom->lock);
     dom->eps.push_back(ep);
   }
+  {
+    std::lock_guard<std::mutex> g(dom->sdev->ep_lock);
+    dom->sdev->eps[ep->qp] = ep;
+  }
   ep->enabled = true;
   return 0;
 }
@@ -228,6 +233,11 @@ int ep_close(fid* f) {
   auto* ep = reinterpret_cast<EfaEp*>(f);
   EfaDomain* dom = ep->dom;
   if (ep->qp) {
+    {
+      // From here on a failure report for this QP finds no EP.
+      std::lock_guard<std::mutex> g(dom->sdev->ep_lock);
+      dom->sdev->eps.erase(ep->qp);
+    }
     for (auto* a : ep->attached) ep->qp->detach_comp_cntr(a);
     int rc = dom->dev->destroy_qp(ep->qp);
     if (rc) return to_fi_err(rc);
@@ -284,10 +294,12 @@ int ep_close(fid* f) {
 
 // ---- ep ops -----------------------------------------------------------------------------------
 
+// fi_endpoint(3): fi_cancel removes a matching operation not yet started. Posted work belongs to
+// the NIC once written to its queue and EFA cannot take it back, so no operation is ever found:
+// -FI_ENOENT (also for a NULL context, which names no operation).
 ssize_t ep_cancel(fid_t f, void* context) {
-  if (!f) return -FI_EINVAL;
+  if (!f || f->fclass != FI_CLASS_EP) return -FI_EINVAL;
   (void)context;
-  // Posted work belongs to the NIC once the doorbell is rung; EFA cannot take it back.
   return -FI_ENOENT;
 }
 
@@ -345,7 +357,9 @@ ssize_t ep_rx_size_left(fid_ep* e) {
   auto* ep = to_ep(e);
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;
-  return ep->rq.ring.num_entries - efa_dp_ring_inflight(&ep->rq.ring);
+  // A lower bound (fi_endpoint(3)): the ring counts descriptors, a receive takes up to max_rq_sge.
+  const uint32_t per_recv = ep->dom->attr.max_rq_sge ? ep->dom->attr.max_rq_sge : 1;
+  return (ep->rq.ring.num_entries - efa_dp_ring_inflight(&ep->rq.ring)) / per_recv;
 }
 
 ssize_t ep_tx_size_left(fid_ep* e) {
@@ -682,130 +696,32 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
 
 int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out) {
   if (!e || !out) return -FI_EINVAL;
-  auto* ep = to_ep(e);
-  if (flags) return -FI_EBADFLAGS;
-  if (!ep->is_xpu() || !ep->enabled) return -FI_EINVAL;
-  if (ep->exported) {
-    *out = ep->xstate->fid;
-    return 0;
-  }
-  EfaXpuCtx* x = ep->xctx;
-  EfaDomain* dom = ep->dom;
-  backend::WqAttr sq{}, rq{};
-  int rc = ep->qp->query_wqs(&sq, &rq);
-  if (rc) return rc == -EOPNOTSUPP ? -FI_EOPNOTSUPP : -FI_EINVAL;
-  std::vector<XpuMem> mem;
-  auto fail = [&](int code) {
-    for (auto it = mem.rbegin(); it != mem.rend(); ++it) x->release(&*it);
-    return code;
-  };
-  // Where hardware hands out BAR memory (the SQ ring is the LLQ, doorbells are MMIO) the
-  // regions are imported as IOMEMORY; only the 4 doorbell bytes, never the whole page.
-  XpuMem m;
-  rc = x->import_mem(sq.buffer, size_t(sq.entry_size) * sq.num_entries,
-                     FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
-  if (rc) return fail(rc);
-  mem.push_back(m);
-  void* dev_sq = m.dev;
-  rc = x->import_mem(sq.doorbell, 4, FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
-  if (rc) return fail(rc);
-  mem.push_back(m);
-  void* dev_sq_db = m.dev;
-  rc = x->import_mem(rq.buffer, size_t(rq.entry_size) * rq.num_entries, FI_XPU_IMPORT_DEVICEMAP, &m);
-  if (rc) return fail(rc);
-  mem.push_back(m);
-  void* dev_rq = m.dev;
-  rc = x->import_mem(rq.doorbell, 4, FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP, &m);
-  if (rc) return fail(rc);
-  mem.push_back(m);
-  void* dev_rq_db = m.dev;
-  // State + both req tables in one host block mapped for the device.
-  const size_t sq_scr = efa_sq_scratch_size(sq.num_entries);
-  const size_t rq_scr = efa_rq_scratch_size(rq.num_entries);
-  const size_t st_size = (sizeof(efa_xpu_ep) + 63) / 64 * 64;
-  const size_t sq_off = st_size, rq_off = st_size + (sq_scr + 63) / 64 * 64;
-  const size_t total = rq_off + rq_scr;
-  rc = x->import_mem(nullptr, total, FI_XPU_IMPORT_DEVICEMAP, &m);
-  if (rc) return fail(rc);
-  mem.push_back(m);
-  auto* host = static_cast<uint8_t*>(m.host);
-  auto* dev = static_cast<uint8_t*>(m.dev);
-  memset(host, 0, total);
-  auto* st = reinterpret_cast<efa_xpu_ep*>(host);
-  efa_dp_wq_attr s{sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
-  efa_dp_wq_attr r{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
-  rc = efa_sq_init(&st->sq, &s, dom->attr.max_sq_sge > 2 ? 2 : dom->attr.max_sq_sge, host + sq_off,
-                   sq_scr);
-  if (rc == 0) rc = efa_rq_init(&st->rq, &r, dom->attr.max_rq_sge, host + rq_off, rq_scr);
-  if (rc) return fail(-FI_EINVAL);
-  // Rebase every pointer onto device addresses.
-  auto rebase = [&](auto* p, size_t base_off, const uint8_t* host_base) {
-    using T = std::remove_pointer_t<decltype(p)>;
-    return reinterpret_cast<T*>(dev + base_off + (reinterpret_cast<const uint8_t*>(p) - host_base));
-  };
-  st->sq.ring.buf = static_cast<uint8_t*>(dev_sq);
-  st->sq.ring.db = static_cast<uint32_t*>(dev_sq_db);
-  st->rq.ring.buf = static_cast<uint8_t*>(dev_rq);
-  st->rq.ring.db = static_cast<uint32_t*>(dev_rq_db);
-  const uint8_t* sqb = host + sq_off;
-  const uint8_t* rqb = host + rq_off;
-  st->sq.reqs.ctx = rebase(st->sq.reqs.ctx, sq_off, sqb);
-  st->sq.reqs.aux = rebase(st->sq.reqs.aux, sq_off, sqb);
-  st->sq.reqs.state = rebase(st->sq.reqs.state, sq_off, sqb);
-  st->sq.reqs.link = rebase(st->sq.reqs.link, sq_off, sqb);
-  st->rq.reqs.ctx = rebase(st->rq.reqs.ctx, rq_off, rqb);
-  st->rq.reqs.aux = rebase(st->rq.reqs.aux, rq_off, rqb);
-  st->rq.reqs.state = rebase(st->rq.reqs.state, rq_off, rqb);
-  st->rq.reqs.link = rebase(st->rq.reqs.link, rq_off, rqb);
-  st->version = EFA_XPU_VERSION;
-  st->size = sizeof(*st);
-  st->qpn = ep->qpn;
-  st->qkey = ep->qkey;
-  const uint32_t dc = dom->attr.device_caps;
-  st->caps = ((dc & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0) |
-             ((dc & backend::kCapRdmaWrite) ? EFA_XPU_EP_CAP_RDMA_WRITE : 0) |
-             ((dc & backend::kCapUnsolicitedWriteRecv) ? EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV : 0);
-  st->mtu = dom->attr.mtu;
-  st->max_rdma_size = dom->attr.max_rdma_size;
-  st->inline_size = dom->attr.inline_buf_size;
-  st->tx_op_flags = ep->tx_op_flags;
-  st->fid.fid.fclass = FI_CLASS_EP;
-  st->fid.fid.prov_id = FI_XPU_PROV_EFA;
-  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev);
-  // CQ and counter handles must be exported for their device addresses; export them now.
-  fid_xpu_cq hq;
-  for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
-    rc = cq->cq.ops->export_xpu(&cq->cq, 0, &hq);
-    if (rc) return fail(rc);
-    efa_xpu_cq* cst = cq->xstate;
-    bool present = false;
-    for (uint32_t i = 0; i < cst->num_eps; ++i) present |= cst->eps[i] == reinterpret_cast<efa_xpu_ep*>(dev);
-    if (!present) {
-      if (cst->num_eps >= EFA_XPU_CQ_MAX_EPS) return fail(-FI_ENOSPC);
-      cst->eps[cst->num_eps++] = reinterpret_cast<efa_xpu_ep*>(dev);
-    }
-  }
-  st->tx_cq = reinterpret_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
-  st->rx_cq = reinterpret_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
-  EfaCntr* cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
-                    ep->cntr_rwrite};
-  efa_xpu_cntr** dst[6] = {&st->cntr_send,  &st->cntr_recv,         &st->cntr_read,
-                           &st->cntr_write, &st->cntr_remote_read, &st->cntr_remote_write};
-  for (int i = 0; i < 6; ++i) {
-    if (!cs[i]) continue;
-    fid_xpu_cntr hc;
-    rc = cs[i]->cntr.ops->export_xpu(&cs[i]->cntr, 0, &hc);
-    if (rc) return fail(rc);
-    *dst[i] = reinterpret_cast<efa_xpu_cntr*>(cs[i]->state.dev);
-  }
-  ep->xmem = std::move(mem);
-  ep->xstate = st;
-  ep->exported = true;
-  *out = st->fid;
-  return 0;
+  return xpu_ep_export(to_ep(e), flags, out);  // api/efa/xpu.cc
 }
 
 }  // namespace
+
+void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status) {
+  std::lock_guard<std::mutex> g(sd->ep_lock);
+  auto it = sd->eps.find(qp);
+  if (it == sd->eps.end()) return;
+  EfaEp* ep = it->second;
+  ep->failed = true;
+  EFA_WARN(kEpData, "QP %u failed with status %d (%s)", ep->qpn, status,
+           efa_io_status_str(static_cast<uint32_t>(status)));
+  // A host EP learns of each outstanding operation through its flushed completions. An XPU EP's
+  // completions go to device code, so the host CQ bound to it for errors gets one entry.
+  if (!ep->is_xpu() || !ep->err_cq) return;
+  Completion c;
+  c.error = true;
+  c.e.op_context = ep->ep.fid.context;
+  c.e.flags = 0;
+  const int err = efa_io_status_to_fi_errno(static_cast<uint32_t>(status));
+  c.e.err = err ? err : FI_EIO;
+  c.e.prov_errno = status;
+  ep->err_cq->stage(c);
+  ep->err_cq->wake.wake();
+}
 
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context) {
   return ep_open_common(domain, info, ep_p, 0, context);

@@ -1,4 +1,9 @@
 // The "efa" provider: registration, backend selection, fi_getinfo offers, fabric and domain.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +66,19 @@ int get_backend(const std::string& name, backend::Backend** b) {
   return 0;
 }
 
+// Routes device failure reports to the EP that owns the QP.
+class DeviceEvents : public backend::EventHandler {
+ public:
+  explicit DeviceEvents(SharedDevice* sd) : sd_(sd) {}
+  void handle_failure(backend::Qp* qp, int status) override { ep_qp_failed(sd_, qp, status); }
+  void cq_overrun(backend::Cq*) override {
+    EFA_WARN(kCq, "device %s: a CQ overran; completions were lost", sd_->name.c_str());
+  }
+
+ private:
+  SharedDevice* sd_;
+};
+
 }  // namespace
 
 int select_backend(std::string* name_p, std::vector<backend::DeviceInfo>* devices_p) {
@@ -114,6 +132,8 @@ int acquire_device(const std::string& backend_name, const std::string& name, Sha
   d->backend = backend_name;
   d->name = name;
   d->users = 1;
+  d->handler = std::make_unique<DeviceEvents>(d.get());
+  d->dev->set_event_handler(d->handler.get());
   *out = d.get();
   devices().push_back(d.release());
   return 0;
@@ -133,6 +153,7 @@ void release_device(SharedDevice* d) {
     }
     doomed.reset(d);
   }
+  doomed->dev->set_event_handler(nullptr);
   // Destroyed outside the lock: the device may join its engine thread.
 }
 
@@ -168,7 +189,10 @@ fi_info* make_info(const backend::DeviceAttr& a) {
   i->tx_attr->msg_order = FI_ORDER_NONE;
   i->tx_attr->comp_order = FI_ORDER_NONE;
   i->tx_attr->inject_size = a.inline_buf_size;
-  i->tx_attr->size = a.max_sq_wr;
+  // What an EP gets: the data path's rings hold at most EFA_DP_MAX_ENTRIES entries and the RQ
+  // ring counts descriptors (endpoint_open applies the same limits).
+  const uint32_t rq_sge = a.max_rq_sge ? a.max_rq_sge : 1;
+  i->tx_attr->size = std::min<size_t>(a.max_sq_wr, EFA_DP_MAX_ENTRIES / 2);
   i->tx_attr->iov_limit = a.max_sq_sge;
   i->tx_attr->rma_iov_limit = 1;
   i->rx_attr->caps =
@@ -179,7 +203,7 @@ fi_info* make_info(const backend::DeviceAttr& a) {
   i->rx_attr->op_flags = 0;
   i->rx_attr->msg_order = FI_ORDER_NONE;
   i->rx_attr->comp_order = FI_ORDER_NONE;
-  i->rx_attr->size = a.max_rq_wr;
+  i->rx_attr->size = std::min<size_t>(a.max_rq_wr, EFA_DP_MAX_ENTRIES / 2 / rq_sge);
   i->rx_attr->iov_limit = a.max_rq_sge;
   i->ep_attr->type = FI_EP_RDM;
   i->ep_attr->protocol = FI_PROTO_EFA;
@@ -304,7 +328,31 @@ int fabric_close(fid* f) {
 int fabric_no_pep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
 int fabric_no_eq(fid_fabric*, fi_eq_attr*, fid_eq**, void*) { return -FI_ENOSYS; }
 int fabric_no_wait(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
-int fabric_trywait(fid_fabric*, fid**, int) { return 0; }
+// fi_trywait(3): arms each CQ's event fd (FI_GETWAIT) and returns 0 when blocking on it is
+// safe, -FI_EAGAIN when completions are already there to read.
+int fabric_trywait(fid_fabric*, fid** fids, int count) {
+  if (!fids || count <= 0) return -FI_EINVAL;
+  for (int i = 0; i < count; ++i) {
+    if (!fids[i] || fids[i]->fclass != FI_CLASS_CQ) return -FI_EINVAL;
+    auto* cq = reinterpret_cast<EfaCq*>(fids[i]);
+    if (cq->is_xpu() || cq->wait_obj != FI_WAIT_FD) return -FI_EINVAL;
+    const int fd = cq->bcq->event_fd();
+    if (fd >= 0) {
+      // Acknowledge an earlier event so that the fd reports only the next one.
+      pollfd p{fd, POLLIN, 0};
+      uint64_t v;
+      if (poll(&p, 1, 0) == 1 && read(fd, &v, sizeof(v)) < 0) {
+        EFA_INFO(kCq, "event fd read: %d", errno);
+      }
+    }
+    int rc = cq->bcq->arm();
+    if (rc) return to_fi_err(rc);
+    cq->dom->progress();  // a CQE written before arming would signal nothing
+    std::lock_guard<std::mutex> g(cq->lock);
+    if (!cq->staged.empty()) return -FI_EAGAIN;
+  }
+  return 0;
+}
 int fabric_domain2(fid_fabric* f, fi_info* info, fid_domain** d, uint64_t flags, void* ctx) {
   if (flags) return -FI_EBADFLAGS;
   return domain_open(f, info, d, ctx);
@@ -450,6 +498,55 @@ EfaEp* EfaDomain::ep_by_qpn(uint32_t qpn) {
   for (EfaEp* ep : eps)
     if (ep->qpn == qpn) return ep;
   return nullptr;
+}
+
+int WakeFd::open() {
+  fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return fd < 0 ? -FI_ENOMEM : 0;
+}
+
+void WakeFd::close() {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void WakeFd::wake() {
+  if (fd < 0 || waiters.load(std::memory_order_acquire) == 0) return;
+  uint64_t one = 1;
+  ssize_t n = write(fd, &one, sizeof(one));
+  (void)n;
+}
+
+void WakeFd::drain() {
+  uint64_t v;
+  if (fd >= 0) {
+    ssize_t n = read(fd, &v, sizeof(v));
+    (void)n;
+  }
+}
+
+void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& ready) {
+  std::vector<pollfd> fds;
+  {
+    std::lock_guard<std::mutex> g(lock);
+    for (EfaCq* cq : cqs) {
+      const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+      if (fd >= 0 && cq->bcq->arm() == 0) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+  }
+  if (extra_fd >= 0) fds.push_back(pollfd{extra_fd, POLLIN, 0});
+  // A CQE written before the CQ was armed signals nothing: drain once, and skip the sleep if
+  // that made the caller's condition true.
+  progress();
+  if (ready()) return;
+  const int slice = std::max(0, std::min(ms, kWaitSliceMs));
+  if (poll(fds.data(), fds.size(), slice) <= 0) return;
+  for (const pollfd& p : fds) {
+    if (!(p.revents & POLLIN)) continue;
+    uint64_t v;
+    ssize_t n = read(p.fd, &v, sizeof(v));
+    (void)n;
+  }
 }
 
 void EfaDomain::progress() {
