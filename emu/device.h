@@ -1,0 +1,128 @@
+// The emulated EFA device: a backend::Device whose queues live in ordinary memory and whose NIC
+// engine consumes the same WQE/RX-descriptor bytes and produces the same CQE bytes as the
+// hardware (formats in device/efa_io_defs.h).
+//
+// Engine. step() does one bounded pass: take packets that arrived, notice doorbell writes,
+// fetch and execute WQEs, fire timers (RNR retry, timeouts). Any thread may drive it through
+// progress(); one optional engine thread per device drives it when nobody else does. The engine
+// thread parks while callers are driving (so a 2-core machine does not pay for hand-offs),
+// spins briefly after work, then backs off to sleeping; fabric deliveries and control calls wake
+// it early. A device kernel that only writes doorbells is noticed within the sleep period
+// (idle_sleep_max_us).
+//
+// Noticing doorbells among many QPs. Doorbells are dense 32-bit words in one page (as the doorbell
+// BAR is). Each pass compares against a shadow copy only (a) the words of objects active in the
+// last few thousand passes and (b) a fixed-size round-robin chunk of the whole page, so the cost
+// of a pass does not grow with idle QPs; a doorbell of an idle QP is noticed within
+// ceil(words / chunk) passes. After sleeping, the whole page is compared once.
+//
+// Diagnostics (reported through stats, the diagnostic sink, and in strict mode as a fatal error
+// naming the QP and slot):
+//  - kStaleWqe: a doorbell covers a slot whose phase or meta_desc bit shows it was not written
+//    yet; the engine waits for the WQE rather than executing stale bytes.
+//  - kBatchExceeded (opt-in, check_batch): one observed SQ doorbell advance exceeds max_batch.
+//    The engine samples doorbell memory, so two legal doorbells between two samples look like
+//    one; the check is exact only when the engine observes every doorbell (a test that steps
+//    after each ring), hence off by default.
+//  - kSqOverrun / kRqOverrun: the producer count runs more than the ring size ahead of the
+//    completions written (SQ) or descriptors consumed (RQ): a slot was overwritten.
+//  - kCqOverrun: a CQE would overwrite an entry the consumer has not released through the CQ
+//    doorbell (checked once the consumer has written the CQ doorbell); the CQE is dropped and
+//    the event handler's cq_overrun() runs.
+//  - kRqMalformed: receive descriptors without first/last framing.
+//
+// Statuses with no single hardware rule, chosen here (see the tests): a QKEY mismatch answers
+// REMOTE_ERROR_BAD_DEST_QPN; a receive buffer with a bad lkey gives the receiver an RX CQE with
+// LOCAL_ERROR_INVALID_LKEY and the sender REMOTE_ERROR_BAD_STATUS; malformed WQE framing (meta
+// first/last clear, reserved bits set) completes with LOCAL_ERROR_QP_INTERNAL_ERROR without
+// moving the QP to ERR; an op the responder's generation lacks answers
+// REMOTE_ERROR_FEATURE_MISMATCH; REMOTE_ERROR_ABORT only comes from a fault hook.
+// A CQ arm written through the CQ doorbell is sampled like any doorbell: a later doorbell write
+// with arm 0 before the engine looks hides it. Cq::arm() is exact.
+#ifndef XPUFAB_EMU_DEVICE_H_
+#define XPUFAB_EMU_DEVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "api/backend/backend.h"
+#include "emu/fabric.h"
+#include "emu/fault.h"
+#include "emu/profile.h"
+
+namespace xpufab {
+namespace emu {
+
+enum class DiagKind : uint8_t {
+  kStaleWqe,
+  kBatchExceeded,
+  kSqOverrun,
+  kRqOverrun,
+  kCqOverrun,
+  kRqMalformed,
+};
+const char* diag_name(DiagKind kind);
+
+struct Diagnostic {
+  DiagKind kind;
+  std::string device;
+  uint32_t qpn;   // 0 for CQ diagnostics
+  uint32_t slot;  // ring slot (SQ/RQ/CQ index)
+  std::string message;
+};
+
+struct DeviceOptions {
+  std::string name;                  // default "efa_emu<N>"
+  const Profile* profile = nullptr;  // default: FI_EFA_EMU_PROFILE or the newest generation
+  bool has_gid = false;              // default: a process-unique link-local GID
+  Gid gid{};
+  std::shared_ptr<Fabric> fabric;    // default: InProcFabric::process_fabric()
+  bool engine_thread = true;         // false: only progress() callers drive the engine
+  bool strict = false;               // diagnostics are fatal (or FI_EFA_EMU_STRICT=1)
+  bool check_batch = false;          // kBatchExceeded (or FI_EFA_EMU_CHECK_BATCH=1); see above
+  uint64_t seed = 1;                 // reordering and other random choices
+  bool reorder = true;               // deliver packets of one batch in a seeded random order
+  uint32_t max_qp = 2048;
+  uint32_t max_cq = 2048;
+  uint32_t rnr_delay_us = 20;        // wait before an RNR retry
+  uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
+  uint32_t response_timeout_us = 200000;  // request without response -> retransmit
+  uint32_t max_retransmits = 3;      // then UNRESP_REMOTE
+  uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
+  uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this
+  uint32_t park_us = 200;            // engine thread parks while a caller drove within this
+  FaultHooks* faults = nullptr;      // not owned
+  // Receives every diagnostic (non-strict mode). Called with the device lock held.
+  std::function<void(const Diagnostic&)> diagnostic_sink;
+};
+
+struct Stats {
+  uint64_t steps, doorbells, wqes, cqes, error_cqes, packets_tx, packets_rx, bytes_tx, bytes_rx;
+  uint64_t retransmits, rnr_naks, rnr_retries, dropped_packets, faults_injected, idle_sleeps;
+  uint64_t diag[6];  // indexed by DiagKind
+};
+
+class EmuDevice;
+
+// Creates a device. Reads FI_EFA_EMU_PROFILE / FI_EFA_EMU_STRICT / FI_EFA_EMU_SEED for what
+// options leave unset. -EINVAL on a bad profile name, -EEXIST if the GID is taken on the fabric.
+int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* device_p);
+
+class EmuDevice : public backend::Device {
+ public:
+  virtual Stats stats() const = 0;
+  virtual const Profile& profile() const = 0;
+  virtual Gid gid() const = 0;
+  // One engine pass on the calling thread regardless of the engine thread (tests use this for
+  // deterministic runs). Returns the work done.
+  virtual int step(int budget) = 0;
+  // Wakes the engine thread (a caller that rang a doorbell and will not drive progress itself).
+  virtual void kick() = 0;
+};
+
+}  // namespace emu
+}  // namespace xpufab
+
+#endif  // XPUFAB_EMU_DEVICE_H_

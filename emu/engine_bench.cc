@@ -1,0 +1,258 @@
+// NIC engine figures: message rate (64 B SEND, 64 B RDMA WRITE), CQE latency of one WQE, CPU of
+// an idle device and the effect of 1,000 idle QPs. Work is posted and completed through the
+// device data path (device/efa_sq.h, efa_rq.h, efa_cq.h), as the provider and kernels do.
+//
+//   bazel run -c opt //emu:engine_bench
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "device/efa_dp.h"
+#include "emu/device.h"
+
+namespace xpufab {
+namespace emu {
+namespace {
+
+using namespace ::xpufab::backend;
+
+struct Side {
+  std::unique_ptr<EmuDevice> dev;
+  Pd* pd = nullptr;
+  Cq* cq = nullptr;
+  Qp* qp = nullptr;
+  Mr* mr = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 20);
+  efa_sq sq{};
+  efa_rq rq{};
+  efa_cq cqp{};
+  std::vector<uint64_t> scratch_s, scratch_r;
+  std::vector<Qp*> idle;
+};
+
+bool setup(Side* s, std::shared_ptr<Fabric> fabric, bool engine_thread, int idle_qps) {
+  DeviceOptions o;
+  o.fabric = std::move(fabric);
+  o.engine_thread = engine_thread;
+  o.reorder = false;
+  if (create_device(o, &s->dev) != 0) return false;
+  s->dev->alloc_pd(&s->pd);
+  MrInitAttr m;
+  m.addr = s->buf.data();
+  m.length = s->buf.size();
+  m.access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+  s->dev->reg_mr(s->pd, m, &s->mr);
+  CqInitAttr c;
+  c.entries = 4096;
+  s->dev->create_cq(c, &s->cq);
+  QpInitAttr q;
+  q.pd = s->pd;
+  q.send_cq = s->cq;
+  q.recv_cq = s->cq;
+  q.max_send_wr = 1024;
+  q.max_recv_wr = 1024;
+  if (s->dev->create_qp(q, &s->qp) != 0) return false;
+  auto up = [](Qp* qp) {
+    QpAttr a;
+    a.state = QpState::kInit;
+    a.qkey = 1;
+    qp->modify(a, kQpAttrState | kQpAttrPkeyIndex | kQpAttrPort | kQpAttrQkey);
+    a.state = QpState::kRtr;
+    qp->modify(a, kQpAttrState);
+    a.state = QpState::kRts;
+    qp->modify(a, kQpAttrState | kQpAttrSqPsn);
+  };
+  up(s->qp);
+  q.max_send_wr = 8;
+  q.max_recv_wr = 8;
+  for (int i = 0; i < idle_qps; ++i) {
+    Qp* qp = nullptr;
+    if (s->dev->create_qp(q, &qp) != 0) return false;
+    up(qp);
+    s->idle.push_back(qp);
+  }
+  WqAttr sq, rq;
+  s->qp->query_wqs(&sq, &rq);
+  efa_dp_wq_attr sa = {sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
+  efa_dp_wq_attr ra = {rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
+  s->scratch_s.resize(efa_sq_scratch_size(sa.num_entries) / 8 + 1);
+  s->scratch_r.resize(efa_rq_scratch_size(ra.num_entries) / 8 + 1);
+  efa_sq_init(&s->sq, &sa, 2, s->scratch_s.data(), s->scratch_s.size() * 8);
+  efa_rq_init(&s->rq, &ra, 1, s->scratch_r.data(), s->scratch_r.size() * 8);
+  CqAttr ca;
+  s->cq->query(&ca);
+  efa_dp_cq_attr cqa = {ca.buffer, ca.entry_size, ca.num_entries, ca.doorbell};
+  efa_cq_init(&s->cqp, &cqa);
+  return true;
+}
+
+// Consumes every available CQE, giving slots back; returns how many were TX completions.
+int drain(Side* s) {
+  int tx = 0;
+  efa_dp_cqe c;
+  uint64_t ctx;
+  while (efa_cq_poll(&s->cqp, &c) == 0) {
+    if (c.q_type == EFA_IO_SEND_QUEUE) {
+      efa_sq_complete(&s->sq, c.req_id, &ctx);
+      ++tx;
+    } else {
+      efa_rq_complete(&s->rq, c.req_id, &ctx);
+      efa_dp_sge sge = {reinterpret_cast<uint64_t>(s->buf.data()), 64, s->mr->lkey()};
+      efa_rq_post(&s->rq, &sge, 1, 0);
+    }
+  }
+  return tx;
+}
+
+struct Pair {
+  Side a, b;
+  Ah* ah = nullptr;
+  bool ok = false;
+  Pair(bool engine_thread, int idle_qps) {
+    auto fabric = std::make_shared<InProcFabric>();
+    ok = setup(&a, fabric, engine_thread, idle_qps) && setup(&b, fabric, engine_thread, 0);
+    if (!ok) return;
+    Gid g = b.dev->gid();
+    a.dev->create_ah(a.pd, g.data(), &ah);
+    Ah* back = nullptr;
+    Gid ga = a.dev->gid();
+    b.dev->create_ah(b.pd, ga.data(), &back);
+    efa_dp_sge sge = {reinterpret_cast<uint64_t>(b.buf.data()), 64, b.mr->lkey()};
+    for (int i = 0; i < 1024; ++i) efa_rq_post(&b.rq, &sge, 1, 0);
+  }
+  efa_dp_wr wr(uint32_t op) {
+    efa_dp_wr w;
+    std::memset(&w, 0, sizeof(w));
+    w.op = op;
+    w.ah = ah->ahn();
+    w.dest_qpn = static_cast<uint16_t>(b.qp->qpn());
+    w.qkey = 1;
+    w.num_sge = 1;
+    w.sge[0] = {reinterpret_cast<uint64_t>(a.buf.data()), 64, a.mr->lkey()};
+    w.remote_addr = reinterpret_cast<uint64_t>(b.buf.data() + 4096);
+    w.rkey = b.mr->rkey();
+    return w;
+  }
+};
+
+// Message rate with one thread driving both engines (inline mode): the engine work per WQE on
+// both ends, plus posting and polling.
+void rate(benchmark::State& state, uint32_t op) {
+  Pair p(false, static_cast<int>(state.range(0)));
+  if (!p.ok) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  efa_dp_wr w = p.wr(op);
+  constexpr int kBatch = 256;
+  std::vector<efa_dp_wr> batch(kBatch, w);
+  int64_t done = 0;
+  for (auto _ : state) {
+    if (efa_sq_post_batch(&p.a.sq, batch.data(), kBatch, 0) != 0) {
+      state.SkipWithError("post failed");
+      break;
+    }
+    int got = 0;
+    while (got < kBatch) {
+      p.a.dev->step(1024);
+      p.b.dev->step(1024);
+      drain(&p.b);
+      got += drain(&p.a);
+    }
+    done += kBatch;
+  }
+  state.SetItemsProcessed(done);
+  state.counters["wqes_per_s"] = benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
+}
+
+void BM_Send64Rate(benchmark::State& state) { rate(state, EFA_DP_OP_SEND); }
+void BM_Write64Rate(benchmark::State& state) { rate(state, EFA_DP_OP_RDMA_WRITE); }
+BENCHMARK(BM_Send64Rate)->Arg(0)->Arg(1000);
+BENCHMARK(BM_Write64Rate)->Arg(0)->Arg(1000);
+
+// Post one 64 B RDMA write and wait for its CQE. Arg 0: idle QPs on the requester. Arg 1:
+// 0 = the polling thread drives both engines (inline mode); 1 = engine threads do all the work
+// while the poller only reads CQ memory and yields its CPU (as a device kernel would); 2 = the
+// poller drives its own device through progress() and the peer's engine thread does the rest
+// (a host provider).
+void BM_CqeLatency(benchmark::State& state) {
+  int mode = static_cast<int>(state.range(1));
+  bool threads = mode != 0;
+  Pair p(threads, static_cast<int>(state.range(0)));
+  if (!p.ok) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  efa_dp_wr w = p.wr(EFA_DP_OP_RDMA_WRITE);
+  for (auto _ : state) {
+    efa_sq_post(&p.a.sq, &w);
+    while (drain(&p.a) == 0) {
+      if (mode == 0) {
+        p.a.dev->step(64);
+        p.b.dev->step(64);
+      } else if (mode == 1) {
+        std::this_thread::yield();
+      } else {
+        p.a.dev->progress(64);
+      }
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CqeLatency)
+    ->Args({0, 0})
+    ->Args({1000, 0})
+    ->Args({0, 1})
+    ->Args({1000, 1})
+    ->Args({0, 2})
+    ->Args({1000, 2})
+    ->UseRealTime();
+
+// One engine pass of an idle device with N QPs (the cost that must not grow with idle QPs).
+void BM_IdleStep(benchmark::State& state) {
+  Side s;
+  if (!setup(&s, std::make_shared<InProcFabric>(), false, static_cast<int>(state.range(0)))) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  s.dev->step(64);  // the first pass compares the whole doorbell page
+  for (auto _ : state) benchmark::DoNotOptimize(s.dev->step(64));
+}
+BENCHMARK(BM_IdleStep)->Arg(1)->Arg(1000);
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// CPU an idle device's engine thread uses, as a fraction of one core (the benchmark thread
+// sleeps meanwhile). Arg: idle QPs.
+void BM_IdleDeviceCpu(benchmark::State& state) {
+  Side s;
+  if (!setup(&s, std::make_shared<InProcFabric>(), true, static_cast<int>(state.range(0)))) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the spin phase
+  double cpu = 0, wall = 0;
+  for (auto _ : state) {
+    double c0 = cpu_seconds();
+    auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cpu += cpu_seconds() - c0;
+    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  state.counters["core_percent"] = 100.0 * cpu / wall;
+}
+BENCHMARK(BM_IdleDeviceCpu)->Arg(0)->Arg(1000)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace emu
+}  // namespace xpufab

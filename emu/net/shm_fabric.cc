@@ -1,0 +1,479 @@
+#include "emu/net/shm_fabric.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "emu/net/wire.h"
+
+namespace xpufab {
+namespace emu {
+namespace net {
+namespace {
+
+constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kRingOffset = 4096;
+
+enum Stat { kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed };
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
+}
+
+// A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.
+struct RecordHeader {
+  uint32_t len;
+  uint32_t kind;  // kFragment, or kSkip: the rest of the ring up to its end is unused
+  uint64_t sender;
+  uint64_t msg_id;
+  uint64_t total;
+  uint64_t off;
+};
+constexpr uint32_t kFragment = 1;
+constexpr uint32_t kSkip = 2;
+
+size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
+
+std::string hex(const Gid& g) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : g) {
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+bool owner_only(const struct stat& st, mode_t type) {
+  return (st.st_mode & S_IFMT) == type && st.st_uid == getuid() && (st.st_mode & 077) == 0;
+}
+
+}  // namespace
+
+struct ShmFabric::Mailbox {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t owner_pid;
+  uint64_t capacity;
+  pthread_mutex_t lock;
+  alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
+  alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
+  alignas(64) std::atomic<uint32_t> wake_seq;
+  std::atomic<uint32_t> sleeping;
+  std::atomic<uint32_t> ready;
+};
+static_assert(sizeof(ShmFabric::Mailbox) <= kRingOffset, "mailbox header fits its page");
+
+struct ShmFabric::Local {
+  Gid gid;
+  PacketSink* sink = nullptr;
+  int fd = -1;
+  Mailbox* mb = nullptr;
+  size_t map_len = 0;
+  std::string path;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+struct ShmFabric::Peer {
+  int fd = -1;
+  Mailbox* mb = nullptr;
+  size_t map_len = 0;
+  ino_t ino = 0;
+  std::atomic<uint64_t> checked_ns{0};
+  std::atomic<bool> dead{false};
+  ~Peer() {
+    if (mb != nullptr) munmap(mb, map_len);
+    if (fd >= 0) close(fd);
+  }
+};
+
+int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric>* fabric_p) {
+  if (fabric_p == nullptr) return -EINVAL;
+  ShmFabricOptions o = options;
+  if (o.ring_bytes < (64u << 10) || (o.ring_bytes & (o.ring_bytes - 1)) != 0) return -EINVAL;
+  if (o.fragment_bytes < 4096 || o.fragment_bytes > o.ring_bytes / 4) return -EINVAL;
+  if (o.base_dir.empty()) {
+    const char* env = std::getenv("FI_EFA_EMU_SHM_DIR");
+    o.base_dir = (env != nullptr && env[0] != '\0') ? env : "/dev/shm";
+  }
+  if (o.key.empty()) o.key = fabric_key_string();
+  MacKey k = derive_key(o.key);
+  char name[96];
+  std::snprintf(name, sizeof(name), "/xpufab-%u-%016llx", static_cast<unsigned>(getuid()),
+                static_cast<unsigned long long>(k.k0));
+  std::shared_ptr<ShmFabric> f(new ShmFabric(o));
+  f->dir_ = o.base_dir + name;
+  if (mkdir(f->dir_.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+  struct stat st;
+  if (lstat(f->dir_.c_str(), &st) != 0) return -errno;
+  // Someone else's directory (or a link planted there) must not receive our packets.
+  if (!owner_only(st, S_IFDIR)) return -EACCES;
+  std::random_device rd;
+  f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  f->sweep_stale();
+  *fabric_p = std::move(f);
+  return 0;
+}
+
+ShmFabric::ShmFabric(const ShmFabricOptions& o) : opt_(o) {}
+
+ShmFabric::~ShmFabric() {
+  std::vector<Gid> gids;
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    for (auto& kv : locals_) gids.push_back(kv.first);
+  }
+  for (const Gid& g : gids) detach(g);
+}
+
+std::string ShmFabric::path_of(const Gid& gid) const { return dir_ + "/" + hex(gid); }
+
+int ShmFabric::sweep_stale() {
+  DIR* d = opendir(dir_.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::strlen(e->d_name) != 32) continue;
+    std::string p = dir_ + "/" + e->d_name;
+    int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st;
+    // A file still being created (empty, just made) is not stale; its creator locks it next.
+    if (fstat(fd, &st) != 0) {
+      close(fd);
+      continue;
+    }
+    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5;
+    if (!fresh && owner_only(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // Nobody holds the owner lock: the process that created it is gone.
+      struct stat now;
+      if (stat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino) {
+        unlink(p.c_str());
+        ++removed;
+        st_[kStale].fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    close(fd);
+  }
+  closedir(d);
+  return removed;
+}
+
+int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
+  if (sink == nullptr) return -EINVAL;
+  std::lock_guard<std::mutex> lock(locals_mu_);
+  if (locals_.count(gid)) return -EEXIST;
+  std::unique_ptr<Local> l(new Local());
+  l->gid = gid;
+  l->sink = sink;
+  l->path = path_of(gid);
+  const size_t len = kRingOffset + opt_.ring_bytes;
+  for (int attempt = 0;; ++attempt) {
+    l->fd = open(l->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (l->fd >= 0) break;
+    if (errno != EEXIST || attempt > 0) return -errno;
+    // A mailbox of this GID exists: a live owner means the GID is taken, a dead one is swept.
+    sweep_stale();
+  }
+  if (flock(l->fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(l->fd, static_cast<off_t>(len)) != 0) {
+    int err = -errno;
+    unlink(l->path.c_str());
+    close(l->fd);
+    return err;
+  }
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, l->fd, 0);
+  if (m == MAP_FAILED) {
+    int err = -errno;
+    unlink(l->path.c_str());
+    close(l->fd);
+    return err;
+  }
+  l->mb = static_cast<Mailbox*>(m);
+  l->map_len = len;
+  Mailbox* mb = l->mb;
+  mb->magic = kMagic;
+  mb->version = kVersion;
+  mb->owner_pid = static_cast<uint32_t>(getpid());
+  mb->capacity = opt_.ring_bytes;
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&mb->lock, &a);
+  pthread_mutexattr_destroy(&a);
+  mb->tail.store(0);
+  mb->head.store(0);
+  mb->wake_seq.store(0);
+  mb->sleeping.store(0);
+  mb->ready.store(1, std::memory_order_release);
+
+  Local* lp = l.get();
+  lp->thread = std::thread([this, lp] {
+    Mailbox* box = lp->mb;
+    uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
+    const uint64_t cap = box->capacity;
+    Reassembler reasm;
+    uint64_t last_work = now_ns();
+    while (!lp->stop.load(std::memory_order_relaxed)) {
+      uint64_t h = box->head.load(std::memory_order_relaxed);
+      uint64_t t = box->tail.load(std::memory_order_acquire);
+      if (h == t) {
+        if (now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
+          sched_yield();
+          continue;
+        }
+        uint32_t seq = box->wake_seq.load(std::memory_order_seq_cst);
+        box->sleeping.store(1, std::memory_order_seq_cst);
+        if (box->tail.load(std::memory_order_seq_cst) == h && !lp->stop.load()) {
+          timespec ts{0, 100 * 1000 * 1000};
+          futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
+        }
+        box->sleeping.store(0, std::memory_order_relaxed);
+        continue;
+      }
+      while (h != t) {
+        uint64_t pos = h & (cap - 1);
+        RecordHeader r;
+        std::memcpy(&r, ring + pos, 8);  // len and kind; a skip may sit in the last 8 bytes
+        if (r.kind == kSkip) {
+          h += cap - pos;
+        } else if (pos + sizeof(r) > cap) {
+          st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+          h = t;
+          break;
+        } else {
+          std::memcpy(&r, ring + pos, sizeof(r));
+          size_t rs = record_size(r.len);
+          if (r.kind != kFragment || pos + rs > cap || rs > t - h) {
+            // A producer wrote garbage; nothing after it can be trusted.
+            st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+            h = t;
+            break;
+          }
+          st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
+          Packet pkt;
+          int rc = reasm.add(r.sender, r.msg_id, r.total, r.off, ring + pos + sizeof(r), r.len, &pkt);
+          h += rs;
+          box->head.store(h, std::memory_order_release);
+          if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+          if (rc == 1) {
+            st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
+            st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
+            lp->sink->deliver(std::move(pkt));
+          }
+        }
+      }
+      box->head.store(h, std::memory_order_release);
+      last_work = now_ns();
+    }
+  });
+  locals_.emplace(gid, std::move(l));
+  return 0;
+}
+
+void ShmFabric::detach(const Gid& gid) {
+  std::unique_ptr<Local> l;
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    auto it = locals_.find(gid);
+    if (it == locals_.end()) return;
+    l = std::move(it->second);
+    locals_.erase(it);
+  }
+  l->stop.store(true);
+  l->mb->wake_seq.fetch_add(1);
+  futex(&l->mb->wake_seq, FUTEX_WAKE, 1, nullptr);
+  if (l->thread.joinable()) l->thread.join();
+  // Unlink before unlocking so that no sender mistakes the file for a stale one it must sweep.
+  unlink(l->path.c_str());
+  munmap(l->mb, l->map_len);
+  close(l->fd);
+  std::unique_lock<std::shared_mutex> plock(peers_mu_);
+  peers_.erase(gid);
+}
+
+int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
+  {
+    std::shared_lock<std::shared_mutex> lock(peers_mu_);
+    auto it = peers_.find(dst);
+    if (it != peers_.end()) {
+      *peer_p = it->second;
+      return 0;
+    }
+  }
+  std::string p = path_of(dst);
+  int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -EHOSTUNREACH;
+  std::shared_ptr<Peer> peer(new Peer());
+  peer->fd = fd;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG) ||
+      static_cast<uint64_t>(st.st_size) < kRingOffset + 65536) {
+    return -EHOSTUNREACH;
+  }
+  peer->ino = st.st_ino;
+  void* m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return -EHOSTUNREACH;
+  peer->mb = static_cast<Mailbox*>(m);
+  peer->map_len = static_cast<size_t>(st.st_size);
+  Mailbox* mb = peer->mb;
+  if (mb->ready.load(std::memory_order_acquire) != 1 || mb->magic != kMagic || mb->version != kVersion ||
+      mb->capacity + kRingOffset > peer->map_len || (mb->capacity & (mb->capacity - 1)) != 0) {
+    return -EHOSTUNREACH;  // still being created, or not ours
+  }
+  if (!peer_alive(peer.get(), true)) {
+    drop_peer(dst, peer);
+    return -EHOSTUNREACH;
+  }
+  std::unique_lock<std::shared_mutex> lock(peers_mu_);
+  auto ins = peers_.emplace(dst, peer);
+  *peer_p = ins.first->second;
+  return 0;
+}
+
+bool ShmFabric::peer_alive(Peer* p, bool force) {
+  if (p->dead.load(std::memory_order_relaxed)) return false;
+  uint64_t t = now_ns();
+  if (!force && t - p->checked_ns.load(std::memory_order_relaxed) < uint64_t{opt_.liveness_check_ms} * 1000000) {
+    return true;
+  }
+  p->checked_ns.store(t, std::memory_order_relaxed);
+  // The owner holds LOCK_EX for its lifetime; a free lock means it is gone. Our probe holds the
+  // lock only for an instant, so a concurrent probe may see it busy: that errs on "alive".
+  if (flock(p->fd, LOCK_EX | LOCK_NB) != 0) return true;
+  flock(p->fd, LOCK_UN);
+  p->dead.store(true);
+  return false;
+}
+
+void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
+  std::string path = path_of(dst);
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && st.st_ino == p->ino) unlink(path.c_str());
+  st_[kDead].fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  if (it != peers_.end() && it->second == p) peers_.erase(it);
+}
+
+int ShmFabric::send(const Gid& dst, Packet&& pkt) {
+  std::shared_ptr<Peer> peer;
+  int rc = open_peer(dst, &peer);
+  if (rc != 0) return rc;
+  if (!peer_alive(peer.get(), false)) {
+    drop_peer(dst, peer);
+    return -EHOSTUNREACH;
+  }
+  Mailbox* mb = peer->mb;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(mb) + kRingOffset;
+  const uint64_t cap = mb->capacity;
+  uint8_t hdr[kPacketHeaderSize];
+  encode_header(pkt, hdr);
+  const uint64_t total = kPacketHeaderSize + pkt.payload.size();
+  const uint64_t msg_id = next_msg_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t frag = opt_.fragment_bytes;
+  uint64_t off = 0;
+  uint64_t wait_start = 0;
+  while (off < total) {
+    const size_t len = static_cast<size_t>(std::min(frag, total - off));
+    const size_t rs = record_size(len);
+    int lr = pthread_mutex_lock(&mb->lock);
+    if (lr == EOWNERDEAD) {
+      // A producer died mid-record; its record was never published, so the ring is intact.
+      pthread_mutex_consistent(&mb->lock);
+    } else if (lr != 0) {
+      return -EHOSTUNREACH;
+    }
+    uint64_t t = mb->tail.load(std::memory_order_relaxed);
+    uint64_t h = mb->head.load(std::memory_order_acquire);
+    uint64_t pos = t & (cap - 1);
+    uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
+    if (cap - (t - h) < need) {
+      pthread_mutex_unlock(&mb->lock);
+      uint64_t now = now_ns();
+      if (wait_start == 0) {
+        wait_start = now;
+        st_[kFullWaits].fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!peer_alive(peer.get(), false)) {
+        drop_peer(dst, peer);
+        return -EHOSTUNREACH;
+      }
+      if (now - wait_start > uint64_t{opt_.full_timeout_ms} * 1000000) return -EHOSTUNREACH;
+      // Make sure the consumer is awake to drain, then give it the CPU.
+      if (mb->sleeping.load(std::memory_order_seq_cst)) {
+        mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+        futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
+      }
+      timespec ts{0, 20 * 1000};
+      nanosleep(&ts, nullptr);
+      continue;
+    }
+    wait_start = 0;
+    if (pos + rs > cap) {
+      RecordHeader skip{};
+      skip.kind = kSkip;
+      std::memcpy(ring + pos, &skip, 8);
+      t += cap - pos;
+      pos = 0;
+    }
+    RecordHeader r{static_cast<uint32_t>(len), kFragment, sender_id_, msg_id, total, off};
+    std::memcpy(ring + pos, &r, sizeof(r));
+    uint8_t* d = ring + pos + sizeof(r);
+    size_t done = 0;
+    if (off == 0) {
+      std::memcpy(d, hdr, kPacketHeaderSize);
+      done = kPacketHeaderSize;
+    }
+    if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
+    mb->tail.store(t + rs, std::memory_order_seq_cst);
+    pthread_mutex_unlock(&mb->lock);
+    st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
+    // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
+    if (mb->sleeping.load(std::memory_order_seq_cst)) {
+      mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+      futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
+    }
+    off += len;
+  }
+  st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
+  st_[kBytesTx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
+  return 0;
+}
+
+ShmFabricStats ShmFabric::stats() const {
+  ShmFabricStats s;
+  uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx, &s.bytes_tx,
+                     &s.bytes_rx, &s.full_waits, &s.dead_peers, &s.stale_removed, &s.malformed};
+  for (int i = 0; i < 10; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace net
+}  // namespace emu
+}  // namespace xpufab

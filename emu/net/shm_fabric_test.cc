@@ -1,0 +1,134 @@
+#include "emu/net/shm_fabric.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "emu/net/test_sink.h"
+
+namespace xpufab {
+namespace emu {
+namespace net {
+namespace {
+
+std::string tmp_base() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t ? t : "/tmp";
+}
+
+ShmFabricOptions opts(const std::string& key) {
+  ShmFabricOptions o;
+  o.base_dir = tmp_base();
+  o.key = key + std::to_string(getpid());
+  o.ring_bytes = 256u << 10;  // small, so that big packets wrap and fragment
+  o.fragment_bytes = 16u << 10;
+  return o;
+}
+
+Gid gid_of(uint8_t n) { return Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 't', 0, 0, 0, 0, 0, n}; }
+
+TEST(ShmFabric, DeliversSmallAndLargePacketsIntact) {
+  std::shared_ptr<ShmFabric> a, b;
+  ASSERT_EQ(ShmFabric::create(opts("deliver"), &a), 0);
+  ASSERT_EQ(ShmFabric::create(opts("deliver"), &b), 0);
+  ASSERT_EQ(a->dir(), b->dir());
+  struct stat st;
+  ASSERT_EQ(stat(a->dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(1), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(2), &sb), 0);
+  EXPECT_EQ(b->attach(gid_of(1), &sb), -EEXIST);  // owned by a live fabric
+  ASSERT_EQ(stat((a->dir() + "/fe80000000000000027400000000000" + "1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const size_t sizes[] = {0, 1, 64, 8928, 70000, 1u << 20, 3u << 20};
+  uint64_t token = 1;
+  for (size_t s : sizes) ASSERT_EQ(a->send(gid_of(2), make_packet(gid_of(1), token++, s)), 0);
+  ASSERT_EQ(sb.wait_for(7, 10000), 7u);
+  for (const Packet& p : sb.take()) EXPECT_TRUE(packet_ok(p)) << p.token;
+  ASSERT_EQ(b->send(gid_of(1), make_packet(gid_of(2), 99, 100)), 0);
+  ASSERT_EQ(sa.wait_for(1, 10000), 1u);
+  EXPECT_TRUE(packet_ok(sa.take()[0]));
+  EXPECT_EQ(a->send(gid_of(9), make_packet(gid_of(1), 5, 5)), -EHOSTUNREACH);
+  EXPECT_EQ(a->stats().packets_tx, 7u);
+  EXPECT_GT(a->stats().fragments_tx, 7u);
+  EXPECT_EQ(b->stats().malformed, 0u);
+}
+
+TEST(ShmFabric, RefusesADirectoryOthersCanEnter) {
+  ShmFabricOptions o = opts("perm");
+  std::shared_ptr<ShmFabric> a;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(chmod(a->dir().c_str(), 0755), 0);
+  std::shared_ptr<ShmFabric> b;
+  EXPECT_EQ(ShmFabric::create(o, &b), -EACCES);
+  ASSERT_EQ(chmod(a->dir().c_str(), 0700), 0);
+  EXPECT_EQ(ShmFabric::create(o, &b), 0);
+}
+
+// A child process attaches a GID and dies without detaching: senders see the peer as
+// unreachable and its mailbox is removed.
+TEST(ShmFabric, DeadOwnerIsDetectedAndSwept) {
+  ShmFabricOptions o = opts("dead");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::shared_ptr<ShmFabric> c;
+    TestSink s;
+    if (ShmFabric::create(o, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
+    char x = 1;
+    if (write(ready[1], &x, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  std::shared_ptr<ShmFabric> a;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(a->send(gid_of(7), make_packet(gid_of(1), 1, 10)), 0);  // alive: accepted
+  kill(pid, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  int rc = 0;
+  for (int i = 0; i < 200 && rc == 0; ++i) {
+    rc = a->send(gid_of(7), make_packet(gid_of(1), 2, 10));
+    usleep(5000);
+  }
+  EXPECT_EQ(rc, -EHOSTUNREACH);
+  EXPECT_EQ(a->stats().dead_peers, 1u);
+  struct stat st;
+  EXPECT_NE(stat((a->dir() + "/fe800000000000000274000000000007").c_str(), &st), 0);
+  // The GID can be taken again.
+  TestSink s;
+  EXPECT_EQ(a->attach(gid_of(7), &s), 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST(ShmFabric, AttachSweepsStaleMailboxOfTheSameGid) {
+  ShmFabricOptions o = opts("stale");
+  std::shared_ptr<ShmFabric> a;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  std::string p = a->dir() + "/fe800000000000000274000000000003";
+  int fd = open(p.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 20), 0);  // left behind by a crashed process, unlocked
+  close(fd);
+  TestSink s;
+  EXPECT_EQ(a->attach(gid_of(3), &s), 0);
+  EXPECT_EQ(a->stats().stale_removed, 1u);
+}
+
+}  // namespace
+}  // namespace net
+}  // namespace emu
+}  // namespace xpufab
