@@ -17,9 +17,14 @@ int main(void)
 		return 1;
 	hints->caps = FI_MSG | FI_XPU;
 	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY | FI_MR_XPU_DESC;
 	struct fi_info *info = NULL;
 	int ret = fi_getinfo(FI_VERSION(2, 7), NULL, NULL, 0, hints, &info);
 	printf("getinfo %s\n", ret == 0 ? "ok" : ret == -FI_ENODATA ? "nodata" : "error");
+	if (ret == 0)
+		printf("provider %s %s xpu_ctx_cnt %zu\n", info->fabric_attr->prov_name,
+		       info->fabric_attr->name, info->domain_attr->max_xpu_ctx_cnt);
 	fi_freeinfo(info);
 
 	ret = fi_getinfo(FI_VERSION(2, 8), NULL, NULL, 0, hints, &info);
