@@ -21,13 +21,16 @@
  *                              efa_xpu_desc (fi_mr_get_xpu_desc) for the lkey;
  *                              the wr context is the op_context the CQ reports.
  *   post a receive             efa_rq_post on ep->rq.
- *   read a CQ                  efa_cq_poll on cq->cq; the CQE's qp_num selects
+ *   read a CQ                  (rdma/fi_xpu_device_efa.h) under cq->err_lock:
+ *                              efa_cq_poll on cq->cq; the CQE's qp_num selects
  *                              the EP in cq->eps, whose sq/rq req table
  *                              (efa_sq_complete / efa_rq_complete) returns the
  *                              op_context and gives the queue space back;
  *                              entries are written in cq->format. An error CQE
  *                              is staged in cq->err_* (one at a time, later ones
- *                              counted in err_dropped) for cq_readerr.
+ *                              counted in err_dropped) for cq_readerr; while
+ *                              one is staged, reads return -FI_EAVAIL and
+ *                              the ring is left alone, so none is dropped.
  *   counters                   *value / *err_value are updated by the NIC with
  *                              atomic adds; device add/set use 64-bit atomics.
  */
@@ -68,6 +71,16 @@ struct efa_xpu_desc {
   uint32_t lkey;
 };
 
+/* Most AV entries an exported EP mirrors for fi_xpu_cq_readfrom. */
+#define EFA_XPU_AV_MIRROR_MAX 1024u
+
+/* One AV entry as device code sees it: fi_addr_t i is entry i. */
+struct efa_xpu_av_entry {
+  uint16_t ahn;
+  uint16_t qpn;
+  uint32_t valid; /* 0 for a removed or unresolved entry */
+};
+
 struct efa_xpu_cq;
 struct efa_xpu_cntr;
 
@@ -92,6 +105,14 @@ struct efa_xpu_ep {
   struct efa_xpu_cntr *cntr_write;
   struct efa_xpu_cntr *cntr_remote_read;
   struct efa_xpu_cntr *cntr_remote_write;
+  /* Receive buffer of each outstanding receive, by req-id index (rq.reqs.count
+   * entries): the `buf` a FI_CQ_FORMAT_DATA entry reports. */
+  uint64_t *rx_bufs;
+  /* The bound AV as of the latest fi_ep_export_xpu (source addresses for
+   * fi_xpu_cq_readfrom); refreshed by exporting again. */
+  struct efa_xpu_av_entry *av;
+  uint32_t av_count;
+  uint32_t av_pad;
 };
 
 struct efa_xpu_cq {
@@ -113,6 +134,7 @@ struct efa_xpu_cq {
   uint64_t err_flags;
   uint64_t err_len;
   uint64_t err_data;
+  uint64_t err_buf;
 };
 
 struct efa_xpu_cntr {

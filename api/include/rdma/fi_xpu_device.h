@@ -6,8 +6,11 @@
  * device memory.  `desc` and `dest_addr`/`src_addr` are the raw bytes from
  * fi_mr_get_xpu_desc() and fi_av_lookup2(FI_XPU), also in device memory.
  * `scope` (FI_XPU_WORK_ITEM ... FI_XPU_DEVICE) names the group of
- * work-items that make the call together; all of them must pass the same
- * arguments.  Immediate data is `data` with FI_REMOTE_CQ_DATA in `flags`.
+ * work-items that make the call together; all of them pass the same handle,
+ * scope and flags (for efa, data transfers may differ in buffers, lengths,
+ * addresses and contexts: each work-item posts its own operation, see
+ * rdma/fi_xpu_device_efa.h).  Immediate data is `data` with
+ * FI_REMOTE_CQ_DATA in `flags`.
  *
  * Each call dispatches on the handle's prov_id.  Providers plug in through
  * an include hook: when FI_XPU_HAVE_EFA is nonzero, <rdma/fi_xpu_device_efa.h>
@@ -34,8 +37,26 @@
 #define FI_XPU_FUNC static inline
 #endif
 
+/*
+ * The efa device implementation needs xpufab's data-path headers
+ * (device/..., api/efa/efa_xpu_types.h; installed under include/xpufab/,
+ * which pkg-config's Cflags put on the include path). It is on by default
+ * wherever they are reachable, off for HIP and SYCL (no data-path primitives
+ * there yet); -DFI_XPU_HAVE_EFA=0/1 overrides.
+ */
 #ifndef FI_XPU_HAVE_EFA
+#if defined(__HIPCC__) || defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #define FI_XPU_HAVE_EFA 0
+#elif defined(__has_include)
+#if __has_include("device/efa_dp.h") && __has_include("device/runtime/xpu_scope.h") && \
+    __has_include("api/efa/efa_xpu_types.h")
+#define FI_XPU_HAVE_EFA 1
+#else
+#define FI_XPU_HAVE_EFA 0
+#endif
+#else
+#define FI_XPU_HAVE_EFA 0
+#endif
 #endif
 
 #if FI_XPU_HAVE_EFA
