@@ -49,8 +49,5 @@ done
 install -m 0755 "$lib" "$prefix/lib/libxpufab.so"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc_in" \
   > "$prefix/lib/pkgconfig/xpufab.pc"
-if ! grep -q 'includedir}/xpufab' "$prefix/lib/pkgconfig/xpufab.pc"; then
-  sed -i 's|^Cflags: \(.*\)$|Cflags: \1 -I${includedir}/xpufab|' "$prefix/lib/pkgconfig/xpufab.pc"
-fi
 chmod 0644 "$prefix/lib/pkgconfig/xpufab.pc"
 echo "installed xpufab $version into $prefix"

@@ -15,9 +15,9 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion xpufab)" = "2.7.0" ] || {
   echo "unexpected version: $(pkg-config --modversion xpufab)"; exit 1; }
 
-# Only the C API may be exported.
+# Only the C API and the host XPU runtime may be exported.
 extra=$(nm -D --defined-only "$prefix/lib/libxpufab.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
-        grep -v '^fi_' || true)
+        grep -v -e '^fi_' -e '^xpu_host_' || true)
 [ -z "$extra" ] || { echo "unexpected exports:"; echo "$extra"; exit 1; }
 nm -D --defined-only "$prefix/lib/libxpufab.so" | grep -q ' T fi_getinfo' ||
   { echo "fi_getinfo not exported"; exit 1; }
@@ -44,4 +44,12 @@ expect "strerror No data available"
 expect "tostr [ FI_MSG, FI_XPU ]"
 grep -qE '^getinfo ok$' <<<"$out" || { echo "getinfo failed"; exit 1; }
 grep -qE '^provider efa efa-direct xpu_ctx_cnt [1-9]' <<<"$out" || { echo "no efa-direct offer with FI_XPU"; exit 1; }
+# Device code for the host XPU from the installed headers, launched through the library.
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror "${san[@]}" -o "$work/kernel" api/lib/external_xpu_kernel.c \
+  $(pkg-config --cflags --libs xpufab)
+kout=$("$work/kernel")
+echo "$kout"
+grep -qxF "launch 0" <<<"$kout" || { echo "host XPU launch failed"; exit 1; }
+grep -qxF "work-items 64" <<<"$kout" || { echo "host XPU kernel results wrong"; exit 1; }
 echo "install_test: OK"
