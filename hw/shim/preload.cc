@@ -1,0 +1,360 @@
+// LD_PRELOAD layer: the libc calls rdma-core makes on the uverbs device, routed to the uverbs
+// server; everything else goes to the next definition (libc). Only the symbols in shim.lds are
+// exported, so the emulator and the backend registry inside this library never clash with a
+// program that links its own copies.
+//
+// Interposed: open/open64/openat/openat64 and stat/stat64/lstat/fstatat/__xstat* of
+// /dev/infiniband/uverbs0 (served by /dev/null, whose device number the sysfs tree advertises),
+// open of $SYSFS_PATH/class/infiniband/*/ports/1/gids/0 (the live GID of this process's emulated
+// device), write/read/ioctl/close on contexts and completion channels, mmap/munmap of queue keys,
+// and socket(AF_NETLINK, NETLINK_RDMA), which fails as on a kernel without ib_core so libibverbs
+// falls back to sysfs.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "hw/efadv_compat.h"
+#include "hw/shim/uverbs_server.h"
+
+namespace {
+
+constexpr const char kDevPath[] = "/dev/infiniband/uverbs0";
+constexpr const char kDevPrefix[] = "/dev/infiniband/uverbs";
+constexpr const char kStandIn[] = "/dev/null";
+constexpr int kNetlinkRdma = 20;
+
+// Which fds are ours, checked without a lock on every call (0 none, 1 context, 2 channel).
+constexpr int kMaxFd = 1 << 16;
+std::atomic<uint8_t> g_kind[kMaxFd];
+std::atomic<int> g_handed{0};  // mmaps handed out and not yet unmapped (fast path for munmap)
+
+uint8_t kind_of(int fd) {
+  return fd >= 0 && fd < kMaxFd ? g_kind[fd].load(std::memory_order_acquire) : 0;
+}
+void set_kind(int fd, uint8_t k) {
+  if (fd >= 0 && fd < kMaxFd) g_kind[fd].store(k, std::memory_order_release);
+}
+
+template <class F>
+F next(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+#define REAL(name, type)                              \
+  static type real_##name = nullptr;                  \
+  if (real_##name == nullptr) real_##name = next<type>(#name)
+
+int err(int e) {
+  errno = e;
+  return -1;
+}
+
+// 0: not ours; 1: the device node; -1: another uverbs index (no such device).
+int dev_path(const char* path) {
+  if (path == nullptr) return 0;
+  if (std::strcmp(path, kDevPath) == 0) return 1;
+  if (std::strncmp(path, kDevPrefix, sizeof(kDevPrefix) - 1) == 0) return -1;
+  return 0;
+}
+
+// Index of the device whose gids/0 file this is, or -1.
+int gid_path(const char* path) {
+  if (path == nullptr) return -1;
+  const char* root = std::getenv("SYSFS_PATH");
+  if (root == nullptr || root[0] == '\0') return -1;
+  size_t rl = std::strlen(root);
+  if (std::strncmp(path, root, rl) != 0) return -1;
+  const char* rest = path + rl;
+  static const char kClass[] = "/class/infiniband/";
+  if (std::strncmp(rest, kClass, sizeof(kClass) - 1) != 0) return -1;
+  rest += sizeof(kClass) - 1;
+  const char* slash = std::strchr(rest, '/');
+  if (slash == nullptr || std::strcmp(slash, "/ports/1/gids/0") != 0) return -1;
+  return 0;  // one emulated device per process
+}
+
+int open_gid_file(int index) {
+  char text[64];
+  if (!xpufab::shim::gid_text(index, text, sizeof(text))) return err(ENOENT);
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "xpufab-gid", MFD_CLOEXEC));
+  if (fd < 0) return -1;
+  size_t n = std::strlen(text);
+  if (syscall(SYS_write, fd, text, n) != static_cast<long>(n) || lseek(fd, 0, SEEK_SET) != 0) {
+    syscall(SYS_close, fd);
+    return err(EIO);
+  }
+  return fd;
+}
+
+using open_fn = int (*)(const char*, int, ...);
+using openat_fn = int (*)(int, const char*, int, ...);
+
+int do_open(open_fn real, const char* path, int flags, mode_t mode) {
+  int d = dev_path(path);
+  if (d < 0) return err(ENOENT);
+  if (d > 0) {
+    int fd = real(kStandIn, flags & ~O_CREAT);
+    if (fd >= 0) {
+      xpufab::shim::register_context(fd);
+      set_kind(fd, 1);
+    }
+    return fd;
+  }
+  if ((flags & O_ACCMODE) == O_RDONLY) {
+    int g = gid_path(path);
+    if (g >= 0) return open_gid_file(g);
+  }
+  return real(path, flags, mode);
+}
+
+int stat_path(const char* path, const char** use) {
+  int d = dev_path(path);
+  if (d < 0) return err(ENOENT);
+  *use = d > 0 ? kStandIn : path;
+  return 0;
+}
+
+__attribute__((constructor)) void shim_init() {
+  pthread_atfork(nullptr, nullptr, [] {
+    for (int i = 0; i < kMaxFd; ++i) g_kind[i].store(0, std::memory_order_relaxed);
+    g_handed.store(0);
+    xpufab::shim::after_fork_child();
+  });
+  std::atexit([] { xpufab::shim::at_exit(); });
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int open(const char* path, int flags, ...) {
+  REAL(open, open_fn);
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  return do_open(real_open, path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int open64(const char* path, int flags, ...) {
+  REAL(open64, open_fn);
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  return do_open(real_open64, path, flags, mode);
+}
+
+static int do_openat(openat_fn real, int dirfd, const char* path, int flags, mode_t mode) {
+  if (path != nullptr && path[0] == '/') {
+    int d = dev_path(path);
+    if (d < 0) return err(ENOENT);
+    if (d > 0 || ((flags & O_ACCMODE) == O_RDONLY && gid_path(path) >= 0)) {
+      REAL(open, open_fn);
+      return do_open(real_open, path, flags, mode);
+    }
+  }
+  return real(dirfd, path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int openat(int dirfd, const char* path, int flags, ...) {
+  REAL(openat, openat_fn);
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  return do_openat(real_openat, dirfd, path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int openat64(int dirfd, const char* path, int flags, ...) {
+  REAL(openat64, openat_fn);
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  return do_openat(real_openat64, dirfd, path, flags, mode);
+}
+
+#define STAT_WRAPPER(name, stype)                                                   \
+  __attribute__((visibility("default"))) int name(const char* path, stype* buf) {  \
+    using fn = int (*)(const char*, stype*);                                        \
+    REAL(name, fn);                                                                 \
+    const char* use = path;                                                         \
+    if (stat_path(path, &use) != 0) return -1;                                      \
+    return real_##name(use, buf);                                                   \
+  }
+STAT_WRAPPER(stat, struct stat)
+STAT_WRAPPER(stat64, struct stat64)
+STAT_WRAPPER(lstat, struct stat)
+STAT_WRAPPER(lstat64, struct stat64)
+
+#define XSTAT_WRAPPER(name, stype)                                                         \
+  __attribute__((visibility("default"))) int name(int ver, const char* path, stype* buf) { \
+    using fn = int (*)(int, const char*, stype*);                                          \
+    REAL(name, fn);                                                                        \
+    const char* use = path;                                                                \
+    if (stat_path(path, &use) != 0) return -1;                                             \
+    return real_##name(ver, use, buf);                                                     \
+  }
+XSTAT_WRAPPER(__xstat, struct stat)
+XSTAT_WRAPPER(__xstat64, struct stat64)
+XSTAT_WRAPPER(__lxstat, struct stat)
+XSTAT_WRAPPER(__lxstat64, struct stat64)
+
+__attribute__((visibility("default"))) int fstatat(int dirfd, const char* path, struct stat* buf,
+                                                   int flags) {
+  using fn = int (*)(int, const char*, struct stat*, int);
+  REAL(fstatat, fn);
+  const char* use = path;
+  if (stat_path(path, &use) != 0) return -1;
+  return real_fstatat(dirfd, use, buf, flags);
+}
+
+__attribute__((visibility("default"))) int fstatat64(int dirfd, const char* path,
+                                                     struct stat64* buf, int flags) {
+  using fn = int (*)(int, const char*, struct stat64*, int);
+  REAL(fstatat64, fn);
+  const char* use = path;
+  if (stat_path(path, &use) != 0) return -1;
+  return real_fstatat64(dirfd, use, buf, flags);
+}
+
+__attribute__((visibility("default"))) int close(int fd) {
+  using fn = int (*)(int);
+  REAL(close, fn);
+  uint8_t k = kind_of(fd);
+  if (k == 1) {
+    xpufab::shim::close_context(fd);
+    set_kind(fd, 0);
+  } else if (k == 2) {
+    xpufab::shim::close_channel(fd);
+    set_kind(fd, 0);
+  }
+  return real_close(fd);
+}
+
+__attribute__((visibility("default"))) ssize_t write(int fd, const void* buf, size_t count) {
+  using fn = ssize_t (*)(int, const void*, size_t);
+  REAL(write, fn);
+  uint8_t k = kind_of(fd);
+  if (k == 1) {
+    ssize_t rc = xpufab::shim::handle_write(fd, buf, count);
+    if (rc < 0) return err(static_cast<int>(-rc));
+    int ch = xpufab::shim::take_new_channel();
+    if (ch >= 0) set_kind(ch, 2);
+    return rc;
+  }
+  if (k == 2) return err(EINVAL);
+  return real_write(fd, buf, count);
+}
+
+__attribute__((visibility("default"))) ssize_t read(int fd, void* buf, size_t count) {
+  using fn = ssize_t (*)(int, void*, size_t);
+  REAL(read, fn);
+  uint8_t k = kind_of(fd);
+  if (k == 1) return err(EINVAL);
+  if (k == 2) {
+    int fl = fcntl(fd, F_GETFL);
+    ssize_t rc = xpufab::shim::channel_read(fd, buf, count, fl >= 0 && (fl & O_NONBLOCK));
+    return rc < 0 ? err(static_cast<int>(-rc)) : rc;
+  }
+  return real_read(fd, buf, count);
+}
+
+__attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, ...) {
+  using fn = int (*)(int, unsigned long, ...);
+  REAL(ioctl, fn);
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  // No ioctl method is served: libibverbs then uses the write() ABI for everything.
+  if (kind_of(fd) == 1) return err(ENOTTY);
+  return real_ioctl(fd, request, arg);
+}
+
+static void* do_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off,
+                     void* (*real)(void*, size_t, int, int, int, off_t)) {
+  if (kind_of(fd) == 1) {
+    int e = 0;
+    void* p = xpufab::shim::handle_mmap(fd, len, prot, flags, off, &e);
+    if (p == nullptr) {
+      errno = e;
+      return MAP_FAILED;
+    }
+    g_handed.fetch_add(1);
+    return p;
+  }
+  return real(addr, len, prot, flags, fd, off);
+}
+
+__attribute__((visibility("default"))) void* mmap(void* addr, size_t len, int prot, int flags,
+                                                  int fd, off_t off) {
+  using fn = void* (*)(void*, size_t, int, int, int, off_t);
+  REAL(mmap, fn);
+  return do_mmap(addr, len, prot, flags, fd, off, real_mmap);
+}
+
+__attribute__((visibility("default"))) void* mmap64(void* addr, size_t len, int prot, int flags,
+                                                    int fd, off_t off) {
+  using fn = void* (*)(void*, size_t, int, int, int, off_t);
+  REAL(mmap64, fn);
+  return do_mmap(addr, len, prot, flags, fd, off, real_mmap64);
+}
+
+__attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
+  using fn = int (*)(void*, size_t);
+  REAL(munmap, fn);
+  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::shim::handle_munmap(addr, len)) {
+    g_handed.fetch_sub(1);
+    return 0;
+  }
+  return real_munmap(addr, len);
+}
+
+__attribute__((visibility("default"))) int socket(int domain, int type, int protocol) {
+  using fn = int (*)(int, int, int);
+  REAL(socket, fn);
+  if (domain == AF_NETLINK && protocol == kNetlinkRdma) return err(EPROTONOSUPPORT);
+  return real_socket(domain, type, protocol);
+}
+
+// rdma-core v59 efadv entry points that Debian's libefa (v44) lacks. They return a positive
+// errno as libefa does.
+__attribute__((visibility("default"))) int efadv_query_qp_wqs(struct ibv_qp* qp,
+                                                              efadv_compat_wq_attr* sq,
+                                                              efadv_compat_wq_attr* rq,
+                                                              uint32_t inlen) {
+  return xpufab::shim::query_qp_wqs(qp, sq, rq, inlen);
+}
+
+__attribute__((visibility("default"))) int efadv_query_cq(struct ibv_cq* cq,
+                                                          efadv_compat_cq_attr* attr,
+                                                          uint32_t inlen) {
+  return xpufab::shim::query_cq(cq, attr, inlen);
+}
+
+}  // extern "C"
