@@ -31,6 +31,7 @@
 
 #include "device/efa_cq.h"
 #include "device/efa_io_defs.h"
+#include "emu/faults/plan.h"
 
 namespace xpufab {
 namespace emu {
@@ -167,6 +168,13 @@ class EmuCq : public Cq {
   bool overrun = false;
   int efd = -1;
   uint32_t refs = 0;  // QPs
+  // CQEs a fault plan delays, in order; later CQEs of this CQ queue behind them.
+  struct Delayed {
+    uint64_t when;
+    efa_io_rx_cdesc_ex cqe;
+    uint32_t qpn;
+  };
+  std::deque<Delayed> delayed;
 };
 
 enum class OpState : uint8_t { kAwaitResponse, kRnrWait, kUnreachable };
@@ -223,6 +231,7 @@ class EmuQp : public Qp {
   uint32_t max_recv_sge = 1;
   std::vector<std::pair<EmuCntr*, uint32_t>> cntrs;
   uint64_t outstanding = 0;    // TxOps in flight
+  QpStats qs;                  // mu_
 };
 
 enum class DbKind : uint8_t { kNone, kSq, kRq, kCq };
@@ -261,6 +270,8 @@ class Impl : public EmuDevice, public PacketSink {
 
   // EmuDevice
   Stats stats() const override;
+  std::vector<QpStats> qp_stats() const override;
+  const Trace* trace() const override { return trace_.get(); }
   const Profile& profile() const override { return *profile_; }
   Gid gid() const override { return gid_; }
   int step(int budget) override;
@@ -283,13 +294,20 @@ class Impl : public EmuDevice, public PacketSink {
   mutable std::mutex mu_;
   std::set<const void*> live_;  // every live object, by its backend:: base address (mu_)
 
+  // Set by create_device before init().
+  std::unique_ptr<FaultHooks> own_faults_;
+  std::unique_ptr<Trace> trace_;
+  std::string trace_prefix_;  // FI_EFA_EMU_TRACE
+  std::string stats_prefix_;  // FI_EFA_EMU_STATS
+
  private:
   struct Counters {
-    std::atomic<uint64_t> v[15 + 6];
+    std::atomic<uint64_t> v[22 + 6];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
-    kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kDiag0
+    kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
+    kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -298,6 +316,28 @@ class Impl : public EmuDevice, public PacketSink {
   }
 
   int step_locked(int budget);
+  // Trace points cost one test of trace_ when tracing is off.
+  void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
+          uint64_t arg) {
+    TraceEvent e;
+    e.t_ns = step_now_;
+    e.kind = k;
+    e.a = a;
+    e.b = b;
+    e.status = status;
+    e.qpn = qpn;
+    e.slot = slot;
+    e.len = len;
+    e.arg = arg;
+    trace_->add(e);
+  }
+  // Asks the fault hooks; counts and traces what they inject. Only with opt_.faults set.
+  FaultDecision ask(FaultContext ctx, uint64_t arg);
+  // Packets: the arrival path (fault decision, then execution).
+  void receive_packets(int* work);
+  void process_packet(Packet& p, int* work);
+  void release_cqes();
+  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
   int alloc_db(DbKind kind, void* obj, uint32_t* index_p);
   void free_db(uint32_t index);
   void scan_doorbells(int* work);
@@ -424,6 +464,16 @@ class Impl : public EmuDevice, public PacketSink {
   std::vector<Packet> inbox_;
   std::atomic<size_t> inbox_size_{0};
   std::vector<Packet> work_pkts_;
+  // Packets a fault plan holds back (reordering: released after `left` later packets or at pass
+  // `until`) or delays (released at a time).
+  struct Held {
+    Packet pkt;
+    uint32_t left;
+    uint64_t until;
+  };
+  std::vector<Held> held_;
+  std::multimap<uint64_t, Packet> delayed_pkts_;
+  std::vector<EmuCq*> cq_delayed_;  // CQs with delayed CQEs
 
   // Engine thread.
   std::thread thread_;
@@ -517,6 +567,7 @@ Impl::Impl(const DeviceOptions& o, const Profile* profile, std::shared_ptr<Fabri
       rng_(o.seed) {
   for (auto& v : stats_.v) v.store(0, std::memory_order_relaxed);
   may_lose_ = opt_.faults != nullptr || !fabric_->lossless();
+  step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }
 
 int Impl::init() {
@@ -539,6 +590,20 @@ Impl::~Impl() {
   kick();
   if (thread_.joinable()) thread_.join();
   if (attached_) fabric_->detach(gid_);
+  if (trace_ && !trace_prefix_.empty()) {
+    int rc = trace_->write_files(trace_prefix_);
+    if (rc != 0) std::fprintf(stderr, "xpufab emu: %s: cannot write trace %s.*: %s\n", name_.c_str(),
+                              trace_prefix_.c_str(), std::strerror(-rc));
+  }
+  if (!stats_prefix_.empty()) {
+    std::string path = stats_prefix_ + "." + name_ + ".stats";
+    std::string body = format_stats(name_, stats(), qp_stats());
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr || std::fwrite(body.data(), 1, body.size(), f) != body.size()) {
+      std::fprintf(stderr, "xpufab emu: %s: cannot write %s\n", name_.c_str(), path.c_str());
+    }
+    if (f != nullptr) std::fclose(f);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (EmuQp* qp : qps_) {
     if (qp == nullptr) continue;
@@ -741,6 +806,7 @@ int Impl::destroy_cq(Cq* c) {
   if (cq->refs != 0) return -EBUSY;
   cqs_.erase(cq);
   live_.erase(c);
+  cq_delayed_.erase(std::remove(cq_delayed_.begin(), cq_delayed_.end(), cq), cq_delayed_.end());
   free_db(cq->db_index);
   if (cq->own_ring) std::free(cq->ring);
   if (cq->efd >= 0) close(cq->efd);
@@ -1038,6 +1104,7 @@ int Impl::modify_qp_locked(EmuQp* qp, const QpAttr& attr, uint32_t mask) {
 
 void Impl::diag(DiagKind kind, uint32_t qpn, uint32_t slot, const char* detail) {
   bump(kDiag0 + static_cast<int>(kind));
+  if (trace_) tr(TraceKind::kDiag, qpn, slot, static_cast<uint8_t>(kind), 0, 0, 0, 0);
   char msg[256];
   std::snprintf(msg, sizeof(msg), "%s: %s on QP %u slot %u%s%s", name_.c_str(), diag_name(kind), qpn,
                 slot, detail[0] ? ": " : "", detail);
@@ -1072,15 +1139,61 @@ bool Impl::check_key(const EmuPd* pd, uint32_t key, uint64_t addr, uint64_t len,
 
 // ---- CQEs and counters ----
 
+FaultDecision Impl::ask(FaultContext ctx, uint64_t arg) {
+  ctx.local = gid_;
+  ctx.now_ns = step_now_;
+  FaultDecision d = opt_.faults->at(ctx);
+  if (d.action != FaultAction::kPass && !d.repeat) {
+    bump(kFaults);
+    if (EmuQp* qp = qp_by_num(ctx.qpn)) qp->qs.faults_injected++;
+    if (trace_) {
+      tr(TraceKind::kFault, ctx.qpn, ctx.slot, static_cast<uint8_t>(ctx.point),
+         static_cast<uint8_t>(d.action), d.status, 0, arg);
+    }
+  }
+  return d;
+}
+
 void Impl::write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
   if (opt_.faults != nullptr) {
-    FaultDecision d = opt_.faults->at(
-        FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
-                     efa_io_cdesc_common_get_q_type(&cqe->base.common)});
-    if (d.action != FaultAction::kPass) bump(kFaults);
+    if (!cq->delayed.empty()) {  // keep the CQ in order behind a delayed entry
+      cq->delayed.push_back(EmuCq::Delayed{cq->delayed.back().when, *cqe, qpn});
+      return;
+    }
+    FaultDecision d =
+        ask(FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
+                         efa_io_cdesc_common_get_q_type(&cqe->base.common)},
+            cqe->base.common.req_id);
     if (d.action == FaultAction::kDrop) return;
     if (d.action == FaultAction::kFail) cqe->base.common.status = d.status;
+    if (d.action == FaultAction::kDelay) {
+      bump(kDelayedCqes);
+      cq->delayed.push_back(EmuCq::Delayed{step_now_ + uint64_t{d.delay_us} * 1000, *cqe, qpn});
+      cq_delayed_.push_back(cq);
+      return;
+    }
   }
+  write_cqe_now(cq, cqe, qpn);
+}
+
+void Impl::release_cqes() {
+  for (size_t i = 0; i < cq_delayed_.size();) {
+    EmuCq* cq = cq_delayed_[i];
+    while (!cq->delayed.empty() && cq->delayed.front().when <= step_now_) {
+      EmuCq::Delayed e = cq->delayed.front();
+      cq->delayed.pop_front();
+      write_cqe_now(cq, &e.cqe, e.qpn);
+    }
+    if (cq->delayed.empty()) {
+      cq_delayed_[i] = cq_delayed_.back();
+      cq_delayed_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Impl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
   uint32_t slot = cq->produced & (cq->entries - 1);
   uint32_t dbv = load_db(cq->db);
   if (dbv != 0) cq->db_written = true;
@@ -1100,7 +1213,18 @@ void Impl::write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
   efa_dp_nic_write_cqe(cq->ring + size_t{slot} * kCqeSize, cqe, phase);
   cq->produced++;
   bump(kCqes);
-  if (cqe->base.common.status != EFA_IO_COMP_STATUS_OK) bump(kErrorCqes);
+  bool ok = cqe->base.common.status == EFA_IO_COMP_STATUS_OK;
+  if (!ok) bump(kErrorCqes);
+  uint8_t q = efa_io_cdesc_common_get_q_type(&cqe->base.common);
+  if (EmuQp* qp = qp_by_num(qpn)) {
+    if (q == EFA_IO_SEND_QUEUE) qp->qs.tx_cqes++; else qp->qs.rx_cqes++;
+    if (!ok) qp->qs.error_cqes++;
+  }
+  if (trace_) {
+    uint32_t len = q == EFA_IO_RECV_QUEUE ? cqe->base.length : 0;
+    tr(TraceKind::kCqe, qpn, slot, q, efa_io_cdesc_common_get_op_type(&cqe->base.common),
+       cqe->base.common.status, len, cqe->base.common.req_id);
+  }
   if (cq->armed) {
     cq->armed = false;
     uint64_t one = 1;
@@ -1203,26 +1327,29 @@ void Impl::flush_rq(EmuQp* qp) {
 
 void Impl::on_doorbell(uint32_t index, uint32_t value, int* work) {
   DbOwner& owner = db_owner_[index];
-  if (opt_.faults != nullptr) {
+  owner.hot_until = pass_ + kHotPasses;
+  if (!is_hot_[index]) {
+    is_hot_[index] = 1;
+    hot_.push_back(index);
+  }
+  if (opt_.faults != nullptr || trace_) {
     uint32_t qpn = 0;
     uint8_t queue = 0;
     if (owner.kind == DbKind::kSq || owner.kind == DbKind::kRq) {
       qpn = static_cast<EmuQp*>(owner.obj)->qpn_;
       queue = owner.kind == DbKind::kSq ? EFA_IO_SEND_QUEUE : EFA_IO_RECV_QUEUE;
     }
-    FaultDecision d = opt_.faults->at(FaultContext{FaultPoint::kDoorbellRead, qpn, index, 0, false, queue});
-    if (d.action == FaultAction::kDrop) {  // a stalled doorbell: seen again next pass
-      bump(kFaults);
-      owner.stalled_in = pass_;
-      return;
+    if (opt_.faults != nullptr) {
+      FaultDecision d = ask(FaultContext{FaultPoint::kDoorbellRead, qpn, index, 0, false, queue}, value);
+      if (d.action == FaultAction::kDrop) {  // a stalled doorbell: seen again next pass
+        if (!d.repeat) bump(kStalls);
+        owner.stalled_in = pass_;
+        return;
+      }
     }
+    if (trace_) tr(TraceKind::kDoorbell, qpn, index, queue, 0, 0, 0, value);
   }
   db_shadow_[index] = value;
-  owner.hot_until = pass_ + kHotPasses;
-  if (!is_hot_[index]) {
-    is_hot_[index] = 1;
-    hot_.push_back(index);
-  }
   bump(kDoorbells);
   ++*work;
   switch (owner.kind) {
@@ -1302,6 +1429,24 @@ void Impl::scan_doorbells(int* work) {
 
 // ---- the SQ ----
 
+// Bytes a WQE moves, for fault rules and the trace (0 for malformed lengths).
+uint32_t wqe_bytes(const uint8_t* wqe) {
+  efa_io_tx_meta_desc meta;
+  std::memcpy(&meta, wqe, sizeof(meta));
+  const uint8_t* data = wqe + offsetof(efa_io_tx_wqe, data);
+  if (efa_io_tx_meta_desc_get_op_type(&meta) == EFA_IO_SEND) {
+    if (efa_io_tx_meta_desc_get_inline_msg(&meta)) return meta.length;
+    efa_io_tx_buf_desc sgl[EFA_IO_TX_DESC_NUM_BUFS];
+    std::memcpy(sgl, data, sizeof(sgl));
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < std::min<uint32_t>(meta.length, EFA_IO_TX_DESC_NUM_BUFS); ++i) total += sgl[i].length;
+    return total;
+  }
+  efa_io_remote_mem_addr remote;
+  std::memcpy(&remote, data, sizeof(remote));
+  return remote.length;
+}
+
 int Impl::process_sq(EmuQp* qp, int budget) {
   int done = 0;
   while (qp->sq_fetch != qp->sq_db_seen && done < budget) {
@@ -1324,7 +1469,12 @@ int Impl::process_sq(EmuQp* qp, int budget) {
     }
     qp->sq_fetch++;
     bump(kWqes);
+    qp->qs.wqes++;
     ++done;
+    if (trace_) {
+      tr(TraceKind::kWqeFetch, qp->qpn_, slot, efa_io_tx_meta_desc_get_op_type(meta), 0, 0, wqe_bytes(wqe),
+         meta->req_id);
+    }
     execute_wqe(qp, pc, wqe);
   }
   return done;
@@ -1344,10 +1494,15 @@ void Impl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
     return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR);
   }
   if (opt_.faults != nullptr) {
-    FaultDecision d = opt_.faults->at(FaultContext{FaultPoint::kWqeFetch, qp->qpn_,
-                                                   pc & (qp->sq_entries - 1), op, false,
-                                                   EFA_IO_SEND_QUEUE});
-    if (d.action != FaultAction::kPass) bump(kFaults);
+    FaultContext c{FaultPoint::kWqeFetch, qp->qpn_, pc & (qp->sq_entries - 1u), op, false,
+                   EFA_IO_SEND_QUEUE};
+    c.size = wqe_bytes(wqe);
+    EmuAh* peer = meta.ah < ahs_.size() ? ahs_[meta.ah] : nullptr;
+    if (peer != nullptr) {
+      c.has_peer = true;
+      c.peer = peer->gid;
+    }
+    FaultDecision d = ask(c, meta.req_id);
     if (d.action == FaultAction::kFail) return fail(d.status);
     if (d.action == FaultAction::kDrop) return;  // the WQE vanished: no completion ever
   }
@@ -1489,13 +1644,20 @@ void Impl::send_packet(TxOp* op, uint64_t token) {
   uint64_t now = step_now_;
   bool drop = false;
   if (opt_.faults != nullptr) {
-    FaultDecision d =
-        opt_.faults->at(FaultContext{FaultPoint::kPacketOut, op->qp->qpn_, 0, op->op, false, 0});
-    drop = d.action == FaultAction::kDrop;
-    if (d.action != FaultAction::kPass) bump(kFaults);
+    FaultContext c{FaultPoint::kPacketOut, op->qp->qpn_, 0, op->op, false, 0};
+    c.size = op->pkt.length;
+    c.has_peer = true;
+    c.peer = op->dst;
+    drop = ask(c, token).action == FaultAction::kDrop;
   }
   bump(kPacketsTx);
   bump(kBytesTx, op->pkt.payload.size());
+  op->qp->qs.packets_tx++;
+  op->qp->qs.bytes_tx += op->pkt.payload.size();
+  if (trace_) {
+    tr(drop ? TraceKind::kPacketDrop : TraceKind::kPacketTx, op->qp->qpn_, 0, op->op, 0,
+       drop ? static_cast<uint8_t>(kDropFault) : 0, static_cast<uint32_t>(op->pkt.payload.size()), token);
+  }
   int rc = 0;
   if (!drop) {
     // Only SEND and write-with-immediate can meet RNR and be sent again on a lossless fabric.
@@ -1508,6 +1670,7 @@ void Impl::send_packet(TxOp* op, uint64_t token) {
     }
   } else {
     bump(kDropped);
+    op->qp->qs.dropped_packets++;
   }
   if (rc == -EHOSTUNREACH) {
     op->state = OpState::kUnreachable;
@@ -1541,6 +1704,7 @@ void Impl::fire_timers() {
     switch (op.state) {
       case OpState::kRnrWait:
         bump(kRnrRetries);
+        if (trace_) tr(TraceKind::kRnrRetry, op.qp->qpn_, op.rnr_tries, op.op, 0, 0, 0, t.second);
         send_packet(&op, t.second);
         break;
       case OpState::kAwaitResponse:
@@ -1548,6 +1712,8 @@ void Impl::fire_timers() {
           op.retransmits++;
           if (may_lose_) {
             bump(kRetransmits);
+            op.qp->qs.retransmits++;
+            if (trace_) tr(TraceKind::kRetransmit, op.qp->qpn_, op.retransmits, op.op, 0, 0, 0, t.second);
             send_packet(&op, t.second);
           } else {
             // Nothing is lost on this fabric: keep waiting for the slow peer.
@@ -1562,6 +1728,9 @@ void Impl::fire_timers() {
                                                         : EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE;
         EmuQp* qp = op.qp;
         qp->outstanding--;
+        bump(kTimeouts);
+        qp->qs.timeouts++;
+        if (trace_) tr(TraceKind::kTimeout, qp->qpn_, 0, op.op, 0, status, 0, t.second);
         complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
         erase_op(t.second);
         break;
@@ -1635,17 +1804,31 @@ void Impl::handle_request(Packet& pkt) {
         executed_order_.pop_front();
       }
     }
+    EmuQp* rqp = qp_by_num(pkt.dst_qpn);
     if (opt_.faults != nullptr) {
-      FaultDecision d = opt_.faults->at(FaultContext{FaultPoint::kPacketOut, pkt.dst_qpn, 0, pkt.op, true, 0});
-      if (d.action != FaultAction::kPass) bump(kFaults);
+      FaultContext c{FaultPoint::kPacketOut, pkt.dst_qpn, 0, pkt.op, true, 0};
+      c.size = static_cast<uint32_t>(resp.payload.size());
+      c.has_peer = true;
+      c.peer = pkt.src;
+      FaultDecision d = ask(c, pkt.token);
       if (d.action == FaultAction::kDrop) {
         bump(kDropped);
+        if (rqp != nullptr) rqp->qs.dropped_packets++;
+        if (trace_) tr(TraceKind::kPacketDrop, pkt.dst_qpn, 0, pkt.op, 1, kDropFault, 0, pkt.token);
         return;
       }
       if (d.action == FaultAction::kFail) resp.status = d.status;
     }
     bump(kPacketsTx);
     bump(kBytesTx, resp.payload.size());
+    if (rqp != nullptr) {
+      rqp->qs.packets_tx++;
+      rqp->qs.bytes_tx += resp.payload.size();
+    }
+    if (trace_) {
+      tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
+         static_cast<uint32_t>(resp.payload.size()), pkt.token);
+    }
     fabric_->send(pkt.src, std::move(resp));
   };
   // At-most-once: a retransmitted SEND/WRITE that already executed gets its first answer again.
@@ -1670,6 +1853,7 @@ void Impl::handle_request(Packet& pkt) {
     int r = take_rx_wqe(qp, &rx);
     if (r == 0) {
       bump(kRnrNaks);
+      qp->qs.rnr_naks_tx++;
       return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR, false);
     }
     if (r < 0) {
@@ -1720,6 +1904,7 @@ void Impl::handle_request(Packet& pkt) {
     int r = take_rx_wqe(qp, &rx);
     if (r == 0) {
       bump(kRnrNaks);
+      qp->qs.rnr_naks_tx++;
       return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR, false);
     }
     if (r < 0) {
@@ -1748,6 +1933,7 @@ void Impl::handle_response(Packet& pkt) {
   }
   uint8_t status = pkt.status;
   if (status == EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR) {
+    op.qp->qs.rnr_naks_rx++;
     uint8_t retry = op.qp->rnr_retry;
     if (retry == 7 || op.rnr_tries < retry) {
       op.rnr_tries++;
@@ -1809,42 +1995,15 @@ int Impl::progress(int budget) {
 int Impl::step_locked(int budget) {
   if (budget <= 0) budget = 64;
   ++pass_;
-  step_now_ = now_ns();
+  step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now_ns();
   bump(kSteps);
   int work = 0;
-  if (inbox_size_.load(std::memory_order_acquire) != 0) {
-    work_pkts_.clear();
-    {
-      std::lock_guard<std::mutex> lock(inbox_mu_);
-      work_pkts_.swap(inbox_);
-      inbox_size_.store(0, std::memory_order_relaxed);
-    }
-    // SRD does not keep order between messages; neither do we.
-    if (opt_.reorder && work_pkts_.size() > 1) {
-      for (size_t i = work_pkts_.size() - 1; i > 0; --i) {
-        std::swap(work_pkts_[i], work_pkts_[next_rand(&rng_) % (i + 1)]);
-      }
-    }
-    for (Packet& p : work_pkts_) {
-      if (opt_.faults != nullptr) {
-        FaultDecision d = opt_.faults->at(FaultContext{FaultPoint::kPacketIn, p.dst_qpn, 0, p.op,
-                                                       p.type == PacketType::kResponse, 0});
-        if (d.action != FaultAction::kPass) bump(kFaults);
-        if (d.action == FaultAction::kDrop) {
-          bump(kDropped);
-          continue;
-        }
-      }
-      bump(kPacketsRx);
-      bump(kBytesRx, p.payload.size());
-      ++work;
-      if (p.type == PacketType::kRequest) {
-        handle_request(p);
-      } else {
-        handle_response(p);
-      }
-    }
-    work_pkts_.clear();
+  if (inbox_size_.load(std::memory_order_acquire) != 0 || !held_.empty() || !delayed_pkts_.empty()) {
+    receive_packets(&work);
+  }
+  if (!cq_delayed_.empty()) {
+    release_cqes();
+    ++work;  // keep the engine awake until the delayed CQEs are out
   }
   scan_doorbells(&work);
   for (size_t i = 0; i < sq_pending_.size() && work < budget;) {
@@ -1860,6 +2019,152 @@ int Impl::step_locked(int budget) {
   }
   fire_timers();
   return work;
+}
+
+// CRC-32C of the fields that travel and the payload: the link checksum a corrupted packet fails.
+uint32_t packet_crc(const Packet& p) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xffffffffu;
+  auto feed = [&](const void* data, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) crc = table[(crc ^ b[i]) & 0xff] ^ (crc >> 8);
+  };
+  uint8_t small[4] = {static_cast<uint8_t>(p.type), p.op, p.status, static_cast<uint8_t>(p.has_imm)};
+  feed(small, sizeof(small));
+  feed(p.src.data(), p.src.size());
+  feed(&p.src_qpn, sizeof(p.src_qpn));
+  feed(&p.dst_qpn, sizeof(p.dst_qpn));
+  feed(&p.qkey, sizeof(p.qkey));
+  feed(&p.imm, sizeof(p.imm));
+  feed(&p.token, sizeof(p.token));
+  feed(&p.remote_addr, sizeof(p.remote_addr));
+  feed(&p.rkey, sizeof(p.rkey));
+  feed(&p.length, sizeof(p.length));
+  feed(p.payload.data(), p.payload.size());
+  return ~crc;
+}
+
+// Flips one bit: of the payload, or of the token when the bit falls past it.
+void flip_bit(Packet* p, uint32_t bit) {
+  uint64_t payload_bits = uint64_t{p->payload.size()} * 8;
+  uint64_t b = bit % (payload_bits + 64);
+  if (b < payload_bits) {
+    p->payload.data()[b / 8] ^= static_cast<uint8_t>(1u << (b % 8));
+  } else {
+    p->token ^= uint64_t{1} << (b - payload_bits);
+  }
+}
+
+void Impl::process_packet(Packet& p, int* work) {
+  bump(kPacketsRx);
+  bump(kBytesRx, p.payload.size());
+  bool resp = p.type == PacketType::kResponse;
+  if (EmuQp* qp = qp_by_num(p.dst_qpn)) {
+    qp->qs.packets_rx++;
+    qp->qs.bytes_rx += p.payload.size();
+  }
+  if (trace_) {
+    tr(TraceKind::kPacketRx, p.dst_qpn, 0, p.op, resp ? 1 : 0, p.status,
+       static_cast<uint32_t>(p.payload.size()), p.token);
+  }
+  ++*work;
+  if (resp) {
+    handle_response(p);
+  } else {
+    handle_request(p);
+  }
+}
+
+void Impl::receive_packets(int* work) {
+  work_pkts_.clear();
+  if (inbox_size_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    work_pkts_.swap(inbox_);
+    inbox_size_.store(0, std::memory_order_relaxed);
+  }
+  // SRD does not keep order between messages; neither do we.
+  if (opt_.reorder && work_pkts_.size() > 1) {
+    for (size_t i = work_pkts_.size() - 1; i > 0; --i) {
+      std::swap(work_pkts_[i], work_pkts_[next_rand(&rng_) % (i + 1)]);
+    }
+  }
+  // Packets the plan held or delayed come back after the fresh ones and are not asked again.
+  size_t fresh = work_pkts_.size();
+  for (size_t i = 0; i < held_.size();) {
+    if (held_[i].left == 0 || held_[i].until <= pass_) {
+      work_pkts_.push_back(std::move(held_[i].pkt));
+      held_[i] = std::move(held_.back());
+      held_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  while (!delayed_pkts_.empty() && delayed_pkts_.begin()->first <= step_now_) {
+    work_pkts_.push_back(std::move(delayed_pkts_.begin()->second));
+    delayed_pkts_.erase(delayed_pkts_.begin());
+  }
+  if (!held_.empty() || !delayed_pkts_.empty()) ++*work;  // keep the engine awake for them
+  for (size_t i = 0; i < work_pkts_.size(); ++i) {
+    Packet& p = work_pkts_[i];
+    if (opt_.faults != nullptr && i < fresh) {
+      bool resp = p.type == PacketType::kResponse;
+      FaultContext c{FaultPoint::kPacketIn, p.dst_qpn, 0, p.op, resp, 0};
+      c.size = static_cast<uint32_t>(p.payload.size());
+      c.has_peer = true;
+      c.peer = p.src;
+      FaultDecision d = ask(c, p.token);
+      EmuQp* qp = qp_by_num(p.dst_qpn);
+      switch (d.action) {
+        case FaultAction::kDrop:
+        case FaultAction::kCorrupt: {
+          uint8_t why = kDropFault;
+          if (d.action == FaultAction::kCorrupt) {
+            uint32_t sent = packet_crc(p);
+            flip_bit(&p, d.bit);
+            if (packet_crc(p) == sent) break;  // undetected: delivered as is (CRC-32C catches 1-bit flips)
+            bump(kCorrupt);
+            why = kDropChecksum;
+          }
+          bump(kDropped);
+          if (qp != nullptr) qp->qs.dropped_packets++;
+          if (trace_) tr(TraceKind::kPacketDrop, p.dst_qpn, 0, p.op, resp ? 1 : 0, why, 0, p.token);
+          continue;
+        }
+        case FaultAction::kDup: {
+          Packet copy = p;
+          process_packet(p, work);
+          bump(kDuplicates);
+          process_packet(copy, work);
+          continue;
+        }
+        case FaultAction::kHold:
+          bump(kReordered);
+          held_.push_back(Held{std::move(p), d.hold, pass_ + d.hold});
+          ++*work;
+          continue;
+        case FaultAction::kDelay:
+          bump(kDelayedPkts);
+          delayed_pkts_.emplace(step_now_ + uint64_t{d.delay_us} * 1000, std::move(p));
+          ++*work;
+          continue;
+        default:
+          break;
+      }
+    }
+    for (Held& h : held_) {
+      if (h.left != 0) --h.left;
+    }
+    process_packet(p, work);
+  }
+  work_pkts_.clear();
 }
 
 void Impl::kick() {
@@ -1935,15 +2240,61 @@ Stats Impl::stats() const {
   Stats s;
   uint64_t* out[] = {&s.steps, &s.doorbells, &s.wqes, &s.cqes, &s.error_cqes, &s.packets_tx,
                      &s.packets_rx, &s.bytes_tx, &s.bytes_rx, &s.retransmits, &s.rnr_naks,
-                     &s.rnr_retries, &s.dropped_packets, &s.faults_injected, &s.idle_sleeps};
+                     &s.rnr_retries, &s.dropped_packets, &s.faults_injected, &s.idle_sleeps,
+                     &s.corrupt_dropped, &s.duplicates, &s.reordered, &s.delayed_packets,
+                     &s.delayed_cqes, &s.stalls, &s.timeouts};
+  static_assert(sizeof(out) / sizeof(out[0]) == kDiag0, "every counter has a field");
   for (int i = 0; i < kDiag0; ++i) *out[i] = stats_.v[i].load(std::memory_order_relaxed);
   for (int i = 0; i < 6; ++i) s.diag[i] = stats_.v[kDiag0 + i].load(std::memory_order_relaxed);
   return s;
 }
 
+std::vector<QpStats> Impl::qp_stats() const {
+  std::vector<QpStats> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const EmuQp* qp : qps_) {
+    if (qp == nullptr) continue;
+    QpStats q = qp->qs;
+    q.qpn = qp->qpn_;
+    q.outstanding = qp->outstanding;
+    out.push_back(q);
+  }
+  return out;
+}
+
 std::atomic<uint32_t> g_device_seq{0};
 
 }  // namespace
+
+std::string format_stats(const std::string& device, const Stats& s, const std::vector<QpStats>& qps) {
+  std::string out = "device " + device + "\n";
+  auto line = [&](const std::string& prefix, const char* name, uint64_t v) {
+    out += prefix + name + ": " + std::to_string(v) + "\n";
+  };
+  const std::pair<const char*, uint64_t> dev[] = {
+      {"steps", s.steps}, {"doorbells", s.doorbells}, {"wqes", s.wqes}, {"cqes", s.cqes},
+      {"error_cqes", s.error_cqes}, {"packets_tx", s.packets_tx}, {"packets_rx", s.packets_rx},
+      {"bytes_tx", s.bytes_tx}, {"bytes_rx", s.bytes_rx}, {"retransmits", s.retransmits},
+      {"rnr_naks", s.rnr_naks}, {"rnr_retries", s.rnr_retries}, {"dropped_packets", s.dropped_packets},
+      {"faults_injected", s.faults_injected}, {"idle_sleeps", s.idle_sleeps},
+      {"corrupt_dropped", s.corrupt_dropped}, {"duplicates", s.duplicates}, {"reordered", s.reordered},
+      {"delayed_packets", s.delayed_packets}, {"delayed_cqes", s.delayed_cqes}, {"stalls", s.stalls},
+      {"timeouts", s.timeouts}, {"diag_stale_wqe", s.diag[0]}, {"diag_batch_exceeded", s.diag[1]},
+      {"diag_sq_overrun", s.diag[2]}, {"diag_rq_overrun", s.diag[3]}, {"diag_cq_overrun", s.diag[4]},
+      {"diag_rq_malformed", s.diag[5]}};
+  for (const auto& d : dev) line("", d.first, d.second);
+  for (const QpStats& q : qps) {
+    std::string p = "qp " + std::to_string(q.qpn) + " ";
+    const std::pair<const char*, uint64_t> f[] = {
+        {"wqes", q.wqes}, {"tx_cqes", q.tx_cqes}, {"rx_cqes", q.rx_cqes}, {"error_cqes", q.error_cqes},
+        {"packets_tx", q.packets_tx}, {"packets_rx", q.packets_rx}, {"bytes_tx", q.bytes_tx},
+        {"bytes_rx", q.bytes_rx}, {"retransmits", q.retransmits}, {"rnr_naks_rx", q.rnr_naks_rx},
+        {"rnr_naks_tx", q.rnr_naks_tx}, {"dropped_packets", q.dropped_packets},
+        {"faults_injected", q.faults_injected}, {"timeouts", q.timeouts}, {"outstanding", q.outstanding}};
+    for (const auto& x : f) line(p, x.first, x.second);
+  }
+  return out;
+}
 
 int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* device_p) {
   if (device_p == nullptr || options.max_qp == 0 || options.max_cq == 0) return -EINVAL;
@@ -1966,9 +2317,55 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
               static_cast<uint8_t>(pid >> 8), static_cast<uint8_t>(pid), static_cast<uint8_t>(seq >> 16),
               static_cast<uint8_t>(seq >> 8), static_cast<uint8_t>(seq)};
   }
+  // The fault plan: options win over the environment; a plan that does nothing installs no hooks.
+  std::unique_ptr<faults::FaultPlan> plan;
+  if (o.faults == nullptr) {
+    faults::PlanSpec spec;
+    bool present = !o.fault_plan.empty();
+    std::string err;
+    int rc = present ? faults::parse_plan(o.fault_plan, &spec, &err)
+                     : faults::plan_from_env(&spec, &present, &err);
+    if (rc != 0) {
+      std::fprintf(stderr, "xpufab emu: %s: fault plan rejected (%s): %s\n", name.c_str(),
+                   o.fault_plan.empty() ? "FI_EFA_EMU_FAULTS" : "DeviceOptions::fault_plan", err.c_str());
+      return -EINVAL;
+    }
+    if (present && !spec.empty()) {
+      // Random loss needs more attempts than a lossless fabric's defaults, so that no operation
+      // fails from bad luck: keep the overall timeout, split it into at least 16 retransmissions.
+      if ((spec.drop > 0 || spec.corrupt > 0) && o.max_retransmits < 16) {
+        uint64_t total = uint64_t{o.response_timeout_us} * (o.max_retransmits + 1);
+        o.max_retransmits = 16;
+        o.response_timeout_us = static_cast<uint32_t>(std::max<uint64_t>(total / 17, 1));
+      }
+      plan.reset(new faults::FaultPlan(spec, o.step_clock_ns != 0 ? 0 : now_ns()));
+      plan->personalize(name);
+      o.faults = plan.get();
+    }
+  }
+  std::string trace_prefix;
+  if (const char* t = std::getenv("FI_EFA_EMU_TRACE")) {
+    if (t[0] != '\0') {
+      trace_prefix = t;
+      o.trace = true;
+    }
+  }
+  if (const char* m = std::getenv("FI_EFA_EMU_TRACE_MAX")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(m, &end, 10);
+    if (end == m || *end != '\0' || v == 0) {
+      std::fprintf(stderr, "xpufab emu: FI_EFA_EMU_TRACE_MAX: not a positive number: '%s'\n", m);
+      return -EINVAL;
+    }
+    o.trace_capacity = static_cast<size_t>(v);
+  }
   std::shared_ptr<Fabric> fabric = o.fabric ? o.fabric : InProcFabric::process_fabric();
-  auto* dev = new Impl(o, profile, std::move(fabric), gid, std::move(name));
+  auto* dev = new Impl(o, profile, std::move(fabric), gid, name);
   std::unique_ptr<EmuDevice> holder(dev);
+  dev->own_faults_ = std::move(plan);
+  if (o.trace) dev->trace_.reset(new Trace(name, o.trace_capacity));
+  dev->trace_prefix_ = trace_prefix;
+  if (const char* st = std::getenv("FI_EFA_EMU_STATS")) dev->stats_prefix_ = st;
   int rc = dev->init();
   if (rc != 0) return rc;
   *device_p = std::move(holder);

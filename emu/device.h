@@ -46,11 +46,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/backend/backend.h"
 #include "emu/fabric.h"
 #include "emu/fault.h"
 #include "emu/profile.h"
+#include "emu/trace/trace.h"
 
 namespace xpufab {
 namespace emu {
@@ -93,7 +95,18 @@ struct DeviceOptions {
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
   uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this
-  FaultHooks* faults = nullptr;      // not owned
+  // Nonzero: the engine's clock advances this many ns per pass instead of following the wall
+  // clock, so that a run driven by step() from one thread (engine_thread = false) is
+  // deterministic, timers and fault windows included.
+  uint64_t step_clock_ns = 0;
+  FaultHooks* faults = nullptr;      // not owned; wins over fault_plan and FI_EFA_EMU_FAULTS
+  // A plan in the FI_EFA_EMU_FAULTS grammar (emu/faults/plan.h), owned by the device; wins over
+  // the environment. A bad plan makes create_device fail with -EINVAL and a log line.
+  std::string fault_plan;
+  // Record an event trace (also FI_EFA_EMU_TRACE=prefix, which writes
+  // <prefix>.<device>.json/.txt when the device is destroyed).
+  bool trace = false;
+  size_t trace_capacity = size_t{1} << 20;  // events kept (or FI_EFA_EMU_TRACE_MAX)
   // Receives every diagnostic (non-strict mode). Called with the device lock held.
   std::function<void(const Diagnostic&)> diagnostic_sink;
 };
@@ -101,18 +114,37 @@ struct DeviceOptions {
 struct Stats {
   uint64_t steps, doorbells, wqes, cqes, error_cqes, packets_tx, packets_rx, bytes_tx, bytes_rx;
   uint64_t retransmits, rnr_naks, rnr_retries, dropped_packets, faults_injected, idle_sleeps;
+  // Fault plan effects: packets dropped by the checksum, duplicates processed, packets held back
+  // (reordered) or delayed, CQEs delayed, doorbell stalls, operations timed out.
+  uint64_t corrupt_dropped, duplicates, reordered, delayed_packets, delayed_cqes, stalls, timeouts;
   uint64_t diag[6];  // indexed by DiagKind
+};
+
+// Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.
+struct QpStats {
+  uint32_t qpn = 0;
+  uint64_t wqes = 0, tx_cqes = 0, rx_cqes = 0, error_cqes = 0;
+  uint64_t packets_tx = 0, packets_rx = 0, bytes_tx = 0, bytes_rx = 0;
+  uint64_t retransmits = 0, rnr_naks_rx = 0, rnr_naks_tx = 0, dropped_packets = 0;
+  uint64_t faults_injected = 0, timeouts = 0;
+  uint64_t outstanding = 0;  // operations awaiting a response now
 };
 
 class EmuDevice;
 
-// Creates a device. Reads FI_EFA_EMU_PROFILE / FI_EFA_EMU_STRICT / FI_EFA_EMU_SEED for what
-// options leave unset. -EINVAL on a bad profile name, -EEXIST if the GID is taken on the fabric.
+// Creates a device. Reads FI_EFA_EMU_PROFILE / FI_EFA_EMU_STRICT / FI_EFA_EMU_SEED /
+// FI_EFA_EMU_FAULTS / FI_EFA_EMU_TRACE / FI_EFA_EMU_STATS for what options leave unset. -EINVAL on
+// a bad profile name or fault plan, -EEXIST if the GID is taken on the fabric.
+// FI_EFA_EMU_STATS=prefix writes <prefix>.<device>.stats (format_stats) at destruction.
 int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* device_p);
 
 class EmuDevice : public backend::Device {
  public:
   virtual Stats stats() const = 0;
+  // Every live QP's counters, by QPN.
+  virtual std::vector<QpStats> qp_stats() const = 0;
+  // The event trace; null unless tracing is on.
+  virtual const Trace* trace() const = 0;
   virtual const Profile& profile() const = 0;
   virtual Gid gid() const = 0;
   // One engine pass on the calling thread regardless of the engine thread (tests use this for
@@ -121,6 +153,10 @@ class EmuDevice : public backend::Device {
   // Wakes the engine thread (a caller that rang a doorbell and will not drive progress itself).
   virtual void kick() = 0;
 };
+
+// `ethtool -S`-style text of a device's counters and, per QP, `rdma statistic`-style lines:
+// "name: value" per line, QP lines as "qp N name: value". Read back by tools/emustat.
+std::string format_stats(const std::string& device, const Stats& s, const std::vector<QpStats>& qps);
 
 }  // namespace emu
 }  // namespace xpufab

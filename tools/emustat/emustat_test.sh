@@ -1,0 +1,19 @@
+#!/bin/bash
+# Runs a small faulty workload with FI_EFA_EMU_STATS set, then checks what emustat prints.
+set -euo pipefail
+emustat="$1"
+soak="$2"
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+FI_EFA_EMU_STATS="$dir/run" "$soak" 400 "seed=2;drop=0.2" > "$dir/soak.out"
+ls "$dir"/run.fa.stats "$dir"/run.fb.stats > /dev/null
+out="$("$emustat" "$dir/run.fa.stats")"
+echo "$out" | grep -q '^fa:$'
+echo "$out" | grep -Eq '^ +wqes: 400$'
+echo "$out" | grep -Eq '^ +retransmits: [1-9]'
+echo "$out" | grep -q '^  qp 1:$'
+qp="$("$emustat" -z -q 1 "$dir/run.fa.stats")"
+echo "$qp" | grep -Eq '^ +tx_cqes: 400$'
+if echo "$qp" | grep -q 'steps'; then echo "device counters leaked into -q output"; exit 1; fi
+"$emustat" -z -d "$dir/run.fa.stats" "$dir/run.fa.stats" | grep -q 'delta'
+if "$emustat" /nonexistent 2> /dev/null; then echo "missing file accepted"; exit 1; fi
+echo "1 passed, 0 failed"
