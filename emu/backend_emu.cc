@@ -5,7 +5,8 @@
 //   udp               hosts; FI_EFA_EMU_UDP_ADDR=ipv4[:port] is the local endpoint (default
 //                     127.0.0.1, any port), and GIDs encode it (emu/net/udp_fabric.h)
 // FI_EFA_EMU_FABRIC_KEY separates fabrics; FI_EFA_EMU_TIMEOUT_MS bounds how long an operation
-// to a silent peer waits before it completes with UNRESP_REMOTE.
+// to a silent peer waits before it completes with UNRESP_REMOTE. FI_EFA_EMU_ENGINE_THREAD=0 opens
+// devices without an engine thread: only threads that poll or post make progress (manual progress).
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -120,6 +121,7 @@ class EmuBackend : public backend::Backend {
         uint64_t us = std::strtoull(t, nullptr, 10) * 1000;
         if (us != 0) o.response_timeout_us = static_cast<uint32_t>(std::min<uint64_t>(us / (o.max_retransmits + 1), 1u << 30));
       }
+      if (const char* e = std::getenv("FI_EFA_EMU_ENGINE_THREAD")) o.engine_thread = std::strcmp(e, "0") != 0;
       std::unique_ptr<EmuDevice> dev;
       rc = create_device(o, &dev);
       if (rc == -EEXIST) return -EBUSY;
