@@ -22,7 +22,12 @@ namespace xpufab::testing {
 // Backends the suite runs against; adding "hw" or "fake_rdma" is one more entry.
 inline const char* const kBackends[] = {"emu"};
 
-inline void select_backend(const std::string& name) { setenv("FI_EFA_BACKEND", name.c_str(), 1); }
+// XPUFAB_CONFORMANCE_BACKEND, when set, replaces the parameter: the bring-up tool runs one suite
+// binary on "hw" and then on "emu" and compares their completion traces.
+inline void select_backend(const std::string& name) {
+  const char* forced = std::getenv("XPUFAB_CONFORMANCE_BACKEND");
+  setenv("FI_EFA_BACKEND", forced && *forced ? forced : name.c_str(), 1);
+}
 
 inline fi_info* make_hints(bool xpu) {
   fi_info* h = fi_allocinfo();

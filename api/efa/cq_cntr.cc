@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
 
 namespace xpufab::efa {
@@ -61,6 +62,7 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
     EFA_WARN(kCq, "CQE for unknown QP %u dropped", c.qp_num);
     return;
   }
+  if (g_cq_trace_on) cq_trace_record(dom->trace_id, ep->trace_qp, c);
   Completion out;
   const int err = efa_io_status_to_fi_errno(c.status);
   out.error = err != 0;

@@ -117,6 +117,8 @@ struct EfaDomain {
   fi_info* info = nullptr;  // the fi_info it was opened with (copy)
   int mr_mode = 0;
   bool xpu = false;  // opened with FI_XPU
+  uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
+  uint32_t trace_next_qp = 0;
   std::mutex lock;
   std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
   std::vector<EfaCq*> cqs;    // host-polled CQs
@@ -256,6 +258,7 @@ struct EfaEp {
   EfaCntr* cntr_rwrite = nullptr;
   backend::Qp* qp = nullptr;
   uint32_t qpn = 0, qkey = 0;
+  uint32_t trace_qp = 0;  // enable order within the domain (cq_trace.h)
   size_t tx_size = 0, rx_size = 0;
   size_t max_msg = 0;
   std::mutex tx_lock, rx_lock;

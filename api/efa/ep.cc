@@ -191,6 +191,7 @@ int ep_enable(EfaEp* ep) {
   {
     std::lock_guard<std::mutex> g(dom->lock);
     dom->eps.push_back(ep);
+    ep->trace_qp = dom->trace_next_qp++;
   }
   {
     std::lock_guard<std::mutex> g(dom->sdev->ep_lock);

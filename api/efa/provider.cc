@@ -10,6 +10,7 @@
 
 #include "api/core/info.h"
 #include "api/core/provider.h"
+#include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
 
 namespace xpufab::efa {
@@ -394,6 +395,7 @@ int domain_close(fid* f) {
   dom->fab->refs.release();
   fi_freeinfo(dom->info);
   delete dom;
+  if (g_cq_trace_on) cq_trace_flush();
   return 0;
 }
 
@@ -448,6 +450,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   dom->info = fi_dupinfo(info);
   dom->mr_mode = info->domain_attr->mr_mode;
   dom->xpu = (info->caps & FI_XPU) != 0;
+  if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();
   rc = fab->refs.acquire();
   if (rc || !dom->info) {
     dom->dev->dealloc_pd(dom->pd);
