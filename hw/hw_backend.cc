@@ -1,6 +1,8 @@
 #include "hw/hw_backend.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -109,8 +111,11 @@ class HwAh final : public Ah {
 
 class HwCq final : public Cq {
  public:
-  HwCq(const RdmaApi* api, ibv_cq_ex* cq, ibv_comp_channel* channel)
-      : api_(api), cq_(cq), channel_(channel) {}
+  HwCq(const RdmaApi* api, ibv_cq_ex* cq, ibv_comp_channel* channel, int wait_fd)
+      : api_(api), cq_(cq), channel_(channel), wait_fd_(wait_fd) {}
+  ~HwCq() override {
+    if (wait_fd_ >= 0) close(wait_fd_);
+  }
 
   int query(CqAttr* attr) const override {
     if (attr == nullptr) return -EINVAL;
@@ -133,7 +138,12 @@ class HwCq final : public Cq {
     return rdma_error(ibv_req_notify_cq(ibv_cq_ex_to_cq(cq_), 0));
   }
 
-  int event_fd() const override { return channel_ ? channel_->fd : -1; }
+  // Callers poll this fd and then read() it, as the backend interface allows. A read of the
+  // completion channel itself would take a verbs event that rdma-core never sees acknowledged,
+  // and ibv_destroy_cq would then wait for that acknowledgement forever. So the fd handed out is
+  // an epoll set holding the channel: readable exactly when the channel is, while read() on it
+  // fails harmlessly; the events themselves are taken and acknowledged by arm() and at destroy.
+  int event_fd() const override { return wait_fd_; }
 
   // Consumes and acknowledges every pending event (the fd is non-blocking), so that destroying
   // the CQ never waits for an acknowledgement.
@@ -150,6 +160,7 @@ class HwCq final : public Cq {
   const RdmaApi* api_;
   ibv_cq_ex* cq_;
   ibv_comp_channel* channel_;
+  int wait_fd_;  // epoll set over channel_->fd, or -1
   std::mutex mu_;
   int users_ = 0;  // QPs
 };
@@ -293,12 +304,19 @@ class HwDevice final : public backend::Device {
 
     std::lock_guard<std::mutex> lock(mu_);
     ibv_comp_channel* channel = nullptr;
+    int wait_fd = -1;
     if (attr.with_event_fd) {
       channel = api_->create_comp_channel(ctx_);
       if (channel == nullptr) return rdma_error(-1);
       int flags = fcntl(channel->fd, F_GETFL);
-      if (flags < 0 || fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      wait_fd = epoll_create1(EPOLL_CLOEXEC);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = channel->fd;
+      if (flags < 0 || fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) < 0 || wait_fd < 0 ||
+          epoll_ctl(wait_fd, EPOLL_CTL_ADD, channel->fd, &ev) < 0) {
         int rc = -errno;
+        if (wait_fd >= 0) close(wait_fd);
         api_->destroy_comp_channel(channel);
         return rc;
       }
@@ -323,10 +341,11 @@ class HwDevice final : public backend::Device {
     ibv_cq_ex* cq = api_->efadv_create_cq(ctx_, &cq_attr, &efa_attr, inlen);
     if (cq == nullptr) {
       int rc = rdma_error(-1);
+      if (wait_fd >= 0) close(wait_fd);
       if (channel != nullptr) api_->destroy_comp_channel(channel);
       return rc;
     }
-    auto obj = std::make_unique<HwCq>(api_.get(), cq, channel);
+    auto obj = std::make_unique<HwCq>(api_.get(), cq, channel, wait_fd);
     *cq_p = obj.get();
     cqs_[obj.get()] = std::move(obj);
     return 0;

@@ -39,6 +39,16 @@ inline fi_info* make_hints(bool xpu) {
   return h;
 }
 
+// Whether the fi_info fi_getinfo returned offers an RDMA direction (FI_READ or FI_WRITE). The
+// suite's hints ask for FI_RMA without direction bits, so info->caps carries FI_RMA as asked and
+// the directions the device really supports are those left in tx_attr->caps (rdma-core v44 and the
+// emulated gen2 have RDMA read without write).
+inline bool offers_rma(const fi_info* info, uint64_t direction) {
+  if (!(info->caps & FI_RMA)) return false;
+  if (info->caps & (FI_READ | FI_WRITE)) return (info->caps & direction) != 0;
+  return info->tx_attr && (info->tx_attr->caps & direction) != 0;
+}
+
 // Reads one completion, driving progress; -FI_EAVAIL / errors pass through. Gives up after
 // `ms` milliseconds with -FI_EAGAIN.
 inline ssize_t wait_cq(fid_cq* cq, void* entry, int ms = 5000, fi_addr_t* src = nullptr) {

@@ -33,7 +33,11 @@ void host_free(uint64_t, void* addr) { free(addr); }
 int ctx_query(fid_xpu_ctx* c, fi_xpu_ctx_attr* attr) {
   if (!c || !attr) return -FI_EINVAL;
   auto* x = reinterpret_cast<EfaXpuCtx*>(c);
-  attr->caps = FI_XPU_CAP_EP | FI_XPU_CAP_CQ;
+  // Device code polls a CQ ring in XPU memory, so XPU CQs (and the EPs that need one) exist only
+  // where the device can place a CQ in external memory (rdma-core v59 efadv).
+  attr->caps = 0;
+  if (x->dom->attr.device_caps & backend::kCapCqWithExtMem)
+    attr->caps |= FI_XPU_CAP_EP | FI_XPU_CAP_CQ;
   if (x->dom->attr.device_caps & backend::kCapCompCntr) attr->caps |= FI_XPU_CAP_CNTR;
   attr->av_addr_size = sizeof(efa_xpu_peer);
   attr->mr_desc_size = sizeof(efa_xpu_desc);
