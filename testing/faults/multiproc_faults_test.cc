@@ -20,55 +20,14 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "testing/multiproc/process_util.h"
 
 namespace {
 
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t sl = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &sl);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
-std::string tmpdir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
-
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<std::string> e;
-  for (char** p = environ; *p; ++p) e.push_back(*p);
-  for (const auto& s : env) e.push_back(s);
-  std::vector<char*> a, ev;
-  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  for (auto& s : e) ev.push_back(const_cast<char*>(s.c_str()));
-  ev.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawnp(&pid, a[0], nullptr, nullptr, a.data(), ev.data()) != 0) return -1;
-  return pid;
-}
-
-// Exit status, or -1 after killing a process that outlived the limit.
-int wait_exit(pid_t pid, int seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  for (;;) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (std::chrono::steady_clock::now() > end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
+using xpufab::testing::free_port;
+using xpufab::testing::spawn;
+using xpufab::testing::tmpdir;
+using xpufab::testing::wait_exit;
 
 const char kPeer[] = "testing/faults/fault_peer";
 
