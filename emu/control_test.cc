@@ -46,6 +46,85 @@ TEST(Profiles, NamesAndDefault) {
   EXPECT_NE(a.device_caps & backend::kCapUnsolicitedWriteRecv, 0u);
 }
 
+// FI_EFA_EMU_CAPS_CLEAR: the emulator mirrors a device without external-memory CQs and
+// completion counters (rdma-core v44), and then refuses both as such a device does.
+TEST(Profiles, CapsClearFromEnv) {
+  using backend::kCapCompCntr;
+  using backend::kCapCqWithExtMem;
+  uint32_t caps = 1;
+  EXPECT_EQ(parse_caps("", &caps), 0);
+  EXPECT_EQ(caps, 0u);
+  ASSERT_EQ(parse_caps("cq_with_ext_mem,comp_cntr", &caps), 0);
+  EXPECT_EQ(caps, kCapCqWithExtMem | kCapCompCntr);
+  ASSERT_EQ(parse_caps("0x60", &caps), 0);
+  EXPECT_EQ(caps, kCapCqWithExtMem | kCapCompCntr);
+  EXPECT_EQ(parse_caps("comp_cntr,", &caps), -EINVAL);
+  EXPECT_EQ(parse_caps("comp_counter", &caps), -EINVAL);
+  EXPECT_EQ(parse_caps("0x60z", &caps), -EINVAL);
+  EXPECT_EQ(parse_caps("0x100000000", &caps), -EINVAL);
+  EXPECT_EQ(caps_to_string(kCapCqWithExtMem | kCapCompCntr | (1u << 12)),
+            "cq_with_ext_mem,comp_cntr,0x1000");
+  EXPECT_EQ(caps_to_string(0), "none");
+
+  const Profile* gen2 = find_profile("gen2");
+  ASSERT_NE(gen2, nullptr);
+  EXPECT_EQ(profile_without_caps(gen2, 0), gen2);
+  const Profile* cut = profile_without_caps(gen2, kCapCompCntr);
+  EXPECT_NE(cut, gen2);
+  EXPECT_EQ(profile_without_caps(gen2, kCapCompCntr), cut);  // stable for live devices
+  EXPECT_EQ(cut->device_caps, gen2->device_caps & ~kCapCompCntr);
+  EXPECT_NE(gen2->device_caps & kCapCompCntr, 0u);  // the named generation is untouched
+
+  const Profile* p = nullptr;
+  setenv("FI_EFA_EMU_PROFILE", "gen2", 1);
+  setenv("FI_EFA_EMU_CAPS_CLEAR", "bogus", 1);
+  EXPECT_EQ(profile_from_env(&p), -EINVAL);
+  setenv("FI_EFA_EMU_CAPS_CLEAR", "cq_with_ext_mem,comp_cntr", 1);
+  ASSERT_EQ(profile_from_env(&p), 0);
+  EXPECT_STREQ(p->name, "gen2");
+  EXPECT_EQ(p->device_caps, gen2->device_caps & ~(kCapCqWithExtMem | kCapCompCntr));
+
+  DeviceOptions o = inline_options(std::make_shared<InProcFabric>(), "gen2");
+  o.profile = nullptr;
+  std::unique_ptr<EmuDevice> dev;
+  ASSERT_EQ(create_device(o, &dev), 0);
+  unsetenv("FI_EFA_EMU_CAPS_CLEAR");
+  unsetenv("FI_EFA_EMU_PROFILE");
+  backend::DeviceAttr a;
+  ASSERT_EQ(dev->query(&a), 0);
+  EXPECT_EQ(a.device_caps & (kCapCqWithExtMem | kCapCompCntr), 0u);
+  EXPECT_NE(a.device_caps & backend::kCapRdmaRead, 0u);
+
+  std::vector<uint8_t> ring(64 * 32);
+  backend::CqInitAttr c;
+  c.entries = 64;
+  c.ext_buffer = ring.data();
+  c.ext_length = ring.size();
+  backend::Cq* cq = nullptr;
+  EXPECT_EQ(dev->create_cq(c, &cq), -EOPNOTSUPP);
+  c.ext_buffer = nullptr;
+  c.ext_length = 0;
+  ASSERT_EQ(dev->create_cq(c, &cq), 0);  // a ring the device allocates still works
+  EXPECT_EQ(dev->destroy_cq(cq), 0);
+  uint64_t value = 0;
+  backend::CompCntrInitAttr ca;
+  ca.value = &value;
+  backend::CompCntr* cntr = nullptr;
+  EXPECT_EQ(dev->create_comp_cntr(ca, &cntr), -EOPNOTSUPP);
+  EXPECT_EQ(cntr, nullptr);
+
+  // Without the variable the same generation offers both again.
+  std::unique_ptr<EmuDevice> full;
+  o.profile = gen2;
+  ASSERT_EQ(create_device(o, &full), 0);
+  c.ext_buffer = ring.data();
+  c.ext_length = ring.size();
+  ASSERT_EQ(full->create_cq(c, &cq), 0);
+  EXPECT_EQ(full->destroy_cq(cq), 0);
+  ASSERT_EQ(full->create_comp_cntr(ca, &cntr), 0);
+  EXPECT_EQ(full->destroy_comp_cntr(cntr), 0);
+}
+
 TEST(Registry, EmuBackendOpensDevices) {
   std::unique_ptr<backend::Backend> b;
   ASSERT_EQ(backend::open_backend("emu", &b), 0);

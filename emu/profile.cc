@@ -1,7 +1,12 @@
 #include "emu/profile.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 #include "api/backend/backend.h"
 
@@ -30,7 +35,89 @@ const Profile kProfiles[] = {
      32, 80, 4096, 32768, 2, 2, kGiB, 8928, 16, 1},
 };
 
+// Names as bring-up prints them (hw/bringup/profile_match.h), one per backend::DeviceCap bit.
+const struct {
+  uint32_t bit;
+  const char* name;
+} kCapNames[] = {
+    {kCapRdmaRead, "rdma_read"},
+    {kCapRnrRetry, "rnr_retry"},
+    {kCapCqWithSgid, "cq_with_sgid"},
+    {kCapRdmaWrite, "rdma_write"},
+    {kCapUnsolicitedWriteRecv, "unsolicited_write_recv"},
+    {kCapCqWithExtMem, "cq_with_ext_mem"},
+    {kCapCompCntr, "comp_cntr"},
+    {kCapDataPolling128, "data_polling_128"},
+    {kCapCqNotifications, "cq_notifications"},
+    {kCapInlineWrite, "inline_write"},
+};
+
 }  // namespace
+
+int parse_caps(const std::string& text, uint32_t* caps_p) {
+  if (caps_p == nullptr) return -EINVAL;
+  if (text.empty() || text == "none") {
+    *caps_p = 0;
+    return 0;
+  }
+  if (text[0] >= '0' && text[0] <= '9') {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+    if (errno != 0 || *end != '\0' || v > 0xffffffffull) return -EINVAL;
+    *caps_p = static_cast<uint32_t>(v);
+    return 0;
+  }
+  uint32_t caps = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string name = text.substr(pos, comma - pos);
+    bool found = false;
+    for (const auto& n : kCapNames) {
+      if (name == n.name) {
+        caps |= n.bit;
+        found = true;
+      }
+    }
+    if (!found) return -EINVAL;
+    pos = comma + 1;
+  }
+  *caps_p = caps;
+  return 0;
+}
+
+std::string caps_to_string(uint32_t caps) {
+  std::string s;
+  for (const auto& n : kCapNames) {
+    if (!(caps & n.bit)) continue;
+    if (!s.empty()) s += ',';
+    s += n.name;
+    caps &= ~n.bit;
+  }
+  if (caps != 0) {
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%x", caps);
+    if (!s.empty()) s += ',';
+    s += hex;
+  }
+  return s.empty() ? "none" : s;
+}
+
+const Profile* profile_without_caps(const Profile* base, uint32_t clear) {
+  if (base == nullptr || (base->device_caps & clear) == 0) return base;
+  // Devices keep the pointer for their lifetime, so variants are created once and leaked.
+  static std::mutex mu;
+  static auto* variants = new std::map<std::pair<const Profile*, uint32_t>, std::unique_ptr<Profile>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*variants)[{base, clear}];
+  if (!slot) {
+    slot.reset(new Profile(*base));
+    slot->device_caps &= ~clear;
+  }
+  return slot.get();
+}
 
 const Profile* find_profile(const std::string& name) {
   if (name == "latest") return &default_profile();
@@ -46,7 +133,10 @@ int profile_from_env(const Profile** profile_p) {
   const char* env = std::getenv("FI_EFA_EMU_PROFILE");
   const Profile* p = (env == nullptr || env[0] == '\0') ? &default_profile() : find_profile(env);
   if (p == nullptr) return -EINVAL;
-  *profile_p = p;
+  const char* clear_env = std::getenv("FI_EFA_EMU_CAPS_CLEAR");
+  uint32_t clear = 0;
+  if (clear_env != nullptr && parse_caps(clear_env, &clear) != 0) return -EINVAL;
+  *profile_p = profile_without_caps(p, clear);
   return 0;
 }
 

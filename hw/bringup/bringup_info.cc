@@ -7,6 +7,7 @@
 //   hw: available
 //   hw: absent (library-missing|rdma-core-too-old|no-efa-device): <explanation>
 //   emu_profile: gen1|gen2|gen3|gen4
+//   emu_caps_clear: none|<cap names>   (FI_EFA_EMU_CAPS_CLEAR for the emulator side)
 // Arguments: the backends to report on, "hw" and/or "emu" (default both; "emu" alone skips the
 // hardware probe). Exit status: 0 hw available (or "emu" alone), 3 hw absent, 1 a failure.
 #include <rdma/fabric.h>
@@ -145,6 +146,9 @@ int main(int argc, char** argv) {
   if (hw == 0) {
     std::printf("emu_profile: %s\n",
                 xpufab::bringup::matching_profile(static_cast<uint32_t>(first_caps)));
+    std::printf("emu_caps_clear: %s\n",
+                xpufab::bringup::caps_string(
+                    xpufab::bringup::caps_to_clear(static_cast<uint32_t>(first_caps))).c_str());
     return 0;
   }
   return hw == -ENOENT || hw == -ENOSYS || hw == -ENODEV ? 3 : 1;

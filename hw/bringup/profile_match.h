@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/backend/backend.h"
+#include "emu/profile.h"
 
 namespace xpufab {
 namespace bringup {
@@ -20,30 +21,13 @@ inline const char* matching_profile(uint32_t caps) {
   return "gen4";
 }
 
-inline std::string caps_string(uint32_t caps) {
-  using namespace ::xpufab::backend;
-  static const struct {
-    uint32_t bit;
-    const char* name;
-  } kNames[] = {
-      {kCapRdmaRead, "rdma_read"},
-      {kCapRnrRetry, "rnr_retry"},
-      {kCapCqWithSgid, "cq_with_sgid"},
-      {kCapRdmaWrite, "rdma_write"},
-      {kCapUnsolicitedWriteRecv, "unsolicited_write_recv"},
-      {kCapCqWithExtMem, "cq_with_ext_mem"},
-      {kCapCompCntr, "comp_cntr"},
-      {kCapDataPolling128, "data_polling_128"},
-      {kCapCqNotifications, "cq_notifications"},
-      {kCapInlineWrite, "inline_write"},
-  };
-  std::string s;
-  for (const auto& n : kNames) {
-    if (!(caps & n.bit)) continue;
-    if (!s.empty()) s += ',';
-    s += n.name;
-  }
-  return s.empty() ? "none" : s;
+inline std::string caps_string(uint32_t caps) { return ::xpufab::emu::caps_to_string(caps); }
+
+// The caps the emulator has and the device lacks: what FI_EFA_EMU_CAPS_CLEAR must remove so the
+// emulator offers exactly the device's caps, whichever generation the comparison runs (bits the
+// device has beyond the emulator cannot be added and are left out of the comparison).
+inline uint32_t caps_to_clear(uint32_t caps) {
+  return ::xpufab::emu::default_profile().device_caps & ~caps;
 }
 
 }  // namespace bringup

@@ -4,7 +4,9 @@
 #   xpufab_bringup [--out DIR] [--filter GTEST_FILTER] [--no-example]
 #
 # 1. Lists EFA devices and caps (hw backend) and what fi_getinfo offers per backend; picks the
-#    emulator generation whose operations match the first device (FI_EFA_EMU_PROFILE overrides).
+#    emulator generation whose operations match the first device (FI_EFA_EMU_PROFILE overrides)
+#    and removes from it the caps that device lacks (FI_EFA_EMU_CAPS_CLEAR, which overrides too),
+#    so both sides offer, and refuse, the same.
 # 2. Runs every conformance test, one process per test, and the fi_xpu(3) example, first with
 #    FI_EFA_BACKEND=hw and then with FI_EFA_BACKEND=emu, recording completion traces
 #    (FI_EFA_CQ_TRACE, format in api/efa/cq_trace.h) and each test's outcome.
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --no-example) example=0; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "xpufab_bringup: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,6 +69,9 @@ esac
 profile=${FI_EFA_EMU_PROFILE:-$(sed -n 's/^emu_profile: //p' "$out/info.txt")}
 [ -n "$profile" ] || profile=latest
 echo "emulator profile for the comparison: $profile"
+caps_clear=${FI_EFA_EMU_CAPS_CLEAR:-$(sed -n 's/^emu_caps_clear: //p' "$out/info.txt")}
+[ -n "$caps_clear" ] || caps_clear=none
+echo "emulator caps cleared: $caps_clear"
 
 # Test names in the order the suite runs them.
 "$bin/bringup_conformance" --gtest_list_tests --gtest_filter="$filter" >"$out/list.txt" 2>&1 ||
@@ -122,7 +127,8 @@ else
 fi
 # The preload library and sysfs tree of `./xpufab exec` serve only the hw side; the emulator
 # backend runs in-process and must not meet a second emulator behind rdma-core.
-run_side emu -u LD_PRELOAD -u SYSFS_PATH FI_EFA_EMU_PROFILE="$profile"
+run_side emu -u LD_PRELOAD -u SYSFS_PATH FI_EFA_EMU_PROFILE="$profile" \
+  FI_EFA_EMU_CAPS_CLEAR="$caps_clear"
 
 emu_failed=$(grep -c FAILED "$out/emu/results.txt")
 emu_example_rc=$(sed -n '1s/^exit //p' "$out/emu/example.txt")
