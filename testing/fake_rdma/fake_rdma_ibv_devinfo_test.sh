@@ -3,9 +3,9 @@
 source "$(dirname "$0")/fake_rdma_env.sh" "$1" "$2"
 command -v ibv_devinfo >/dev/null || fail "ibv_devinfo missing (ibverbs-utils)"
 out=$(with_shim timeout 20 ibv_devinfo -v 2>&1) || fail "ibv_devinfo: $out"
-echo "$out" | grep -q 'hca_id:.*efa_0' || fail "no efa_0: $out"
-echo "$out" | grep -q 'vendor_id:.*0x1d0f' || fail "wrong vendor: $out"
-echo "$out" | grep -q 'state:.*PORT_ACTIVE' || fail "port not active: $out"
+grep -q 'hca_id:.*efa_0' <<<"$out" || fail "no efa_0: $out"
+grep -q 'vendor_id:.*0x1d0f' <<<"$out" || fail "wrong vendor: $out"
+grep -q 'state:.*PORT_ACTIVE' <<<"$out" || fail "port not active: $out"
 gid=$(echo "$out" | sed -n 's/.*GID\[  0\]:[[:space:]]*//p')
 [ -n "$gid" ] && [ "$gid" != "fe80:0000:0000:0000:0000:0000:0000:0000" ] || fail "GID not served live: $gid"
 # Without the preload library the same program finds nothing.
