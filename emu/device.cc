@@ -447,6 +447,7 @@ class Impl : public EmuDevice, public PacketSink {
   // Packets can be lost (lossy fabric or a fault plan): requests are kept for retransmission
   // and responders remember what they executed.
   bool may_lose_ = true;
+  bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
   // At-most-once: executed (peer, token) -> status, bounded FIFO.
   struct KeyHash {
     size_t operator()(const std::pair<Gid, uint64_t>& k) const {
@@ -567,6 +568,7 @@ Impl::Impl(const DeviceOptions& o, const Profile* profile, std::shared_ptr<Fabri
       rng_(o.seed) {
   for (auto& v : stats_.v) v.store(0, std::memory_order_relaxed);
   may_lose_ = opt_.faults != nullptr || !fabric_->lossless();
+  borrow_payloads_ = fabric_->copies_on_send();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }
 
@@ -765,6 +767,7 @@ int Impl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
   if (attr.ext_buffer == nullptr && (attr.ext_fd >= 0 || attr.ext_length != 0)) {
     return -EINVAL;  // the emulator writes CQEs through a CPU-visible address
   }
+  if (attr.ext_buffer != nullptr && !(profile_->device_caps & kCapCqWithExtMem)) return -EOPNOTSUPP;
   std::lock_guard<std::mutex> lock(mu_);
   if (cqs_.size() >= opt_.max_cq) return -ENOMEM;
   auto* cq = new EmuCq();
@@ -954,6 +957,7 @@ int Impl::destroy_ah(Ah* a) {
 
 int Impl::create_comp_cntr(const CompCntrInitAttr& attr, CompCntr** cntr_p) {
   if (cntr_p == nullptr || (attr.value == nullptr && attr.error == nullptr)) return -EINVAL;
+  if (!(profile_->device_caps & kCapCompCntr)) return -EOPNOTSUPP;
   std::lock_guard<std::mutex> lock(mu_);
   auto* c = new EmuCntr();
   c->value = attr.value;
@@ -1606,7 +1610,12 @@ void Impl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       if (op == EFA_IO_RDMA_READ) {
         t.read_dst = host;
       } else {
-        p.payload.assign(host, host + lm.length);
+        if (borrow_payloads_ && !may_lose_ && !has_imm && lm.length > Payload::kInline) {
+          // Sent once, right now, and copied by the fabric: read the MR directly.
+          p.payload.view(host, lm.length);
+        } else {
+          p.payload.assign(host, host + lm.length);
+        }
       }
     }
   }
@@ -1998,6 +2007,9 @@ int Impl::step_locked(int budget) {
   step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now_ns();
   bump(kSteps);
   int work = 0;
+  // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
+  // while the engine is driven. What arrives lands in the inbox and is processed just below.
+  if (attached_) fabric_->poll_rx(gid_, budget);
   if (inbox_size_.load(std::memory_order_acquire) != 0 || !held_.empty() || !delayed_pkts_.empty()) {
     receive_packets(&work);
   }

@@ -1,27 +1,66 @@
 #include "emu/fabric.h"
 
 #include <cerrno>
-#include <mutex>
+#include <thread>
 
 namespace xpufab {
 namespace emu {
+namespace {
+
+// Threads spread over the stripes so that two engine threads rarely share a counter's line.
+int my_stripe(int stripes) {
+  static std::atomic<uint32_t> next{0};
+  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % stripes);
+  return stripe;
+}
+
+}  // namespace
+
+InProcFabric::InProcFabric() : table_(new Table()) {}
+
+InProcFabric::~InProcFabric() { delete table_.load(); }
+
+void InProcFabric::publish(Table* next) {
+  const Table* old = table_.exchange(next, std::memory_order_seq_cst);
+  // A send that marked itself in flight before the exchange may still use `old`; one that marks
+  // itself after it loads `next`. Waiting for each stripe to drain once is a grace period.
+  for (Stripe& s : stripes_) {
+    while (s.in_flight.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+  delete old;
+}
 
 int InProcFabric::attach(const Gid& gid, PacketSink* sink) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  return sinks_.emplace(gid, sink).second ? 0 : -EEXIST;
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const Table* cur = table_.load(std::memory_order_relaxed);
+  if (cur->count(gid)) return -EEXIST;
+  Table* next = new Table(*cur);
+  next->emplace(gid, sink);
+  publish(next);
+  return 0;
 }
 
 void InProcFabric::detach(const Gid& gid) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  sinks_.erase(gid);
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const Table* cur = table_.load(std::memory_order_relaxed);
+  if (!cur->count(gid)) return;
+  Table* next = new Table(*cur);
+  next->erase(gid);
+  publish(next);
 }
 
 int InProcFabric::send(const Gid& dst, Packet&& pkt) {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  auto it = sinks_.find(dst);
-  if (it == sinks_.end()) return -EHOSTUNREACH;
-  it->second->deliver(std::move(pkt));
-  return 0;
+  Stripe& s = stripes_[my_stripe(kStripes)];
+  s.in_flight.fetch_add(1, std::memory_order_seq_cst);
+  const Table* t = table_.load(std::memory_order_seq_cst);
+  auto it = t->find(dst);
+  int rc = -EHOSTUNREACH;
+  if (it != t->end()) {
+    it->second->deliver(std::move(pkt));
+    rc = 0;
+  }
+  s.in_flight.fetch_sub(1, std::memory_order_release);
+  return rc;
 }
 
 std::shared_ptr<InProcFabric> InProcFabric::process_fabric() {

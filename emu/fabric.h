@@ -13,9 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <memory>
-#include <shared_mutex>
+#include <mutex>
 #include <vector>
 
 namespace xpufab {
@@ -29,7 +30,10 @@ enum class PacketType : uint8_t {
 };
 
 // Packet bytes: up to kInline bytes live in the packet itself, so small messages (the common
-// case) cost no allocation; larger ones use one heap block.
+// case) cost no allocation; larger ones use one heap block. A payload may instead borrow bytes
+// it does not own (view()): only for a packet handed straight to a fabric whose send() copies
+// it (Fabric::copies_on_send), so that a large RDMA write is read from the MR exactly once.
+// Copying a borrowed payload, or asking it for writable bytes, makes it own its bytes first.
 class Payload {
  public:
   static constexpr size_t kInline = 96;
@@ -46,10 +50,15 @@ class Payload {
   }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  uint8_t* data() { return big_ ? big_.get() : small_; }
-  const uint8_t* data() const { return big_ ? big_.get() : small_; }
+  bool borrowed() const { return ext_ != nullptr; }
+  uint8_t* data() {
+    if (ext_ != nullptr) own();
+    return big_ ? big_.get() : small_;
+  }
+  const uint8_t* data() const { return ext_ != nullptr ? ext_ : big_ ? big_.get() : small_; }
   // Contents are unspecified after a resize that grows.
   void resize(size_t n) {
+    ext_ = nullptr;
     if (n > kInline && (!big_ || n > cap_)) {
       big_.reset(new uint8_t[n]);
       cap_ = n;
@@ -61,22 +70,42 @@ class Payload {
   }
   void assign(const uint8_t* b, const uint8_t* e) {
     size_t n = static_cast<size_t>(e - b);
+    if (ext_ != nullptr && ext_ <= b && b < ext_ + size_) own();  // assigning from ourselves
     resize(n);
-    if (n != 0) std::memcpy(data(), b, n);
+    if (n != 0) std::memmove(data(), b, n);
+  }
+  // Borrows [b, b + n); the caller keeps it alive and unchanged while this payload refers to it.
+  void view(const uint8_t* b, size_t n) {
+    if (n == 0) return resize(0);
+    big_.reset();
+    cap_ = 0;
+    ext_ = b;
+    size_ = n;
   }
 
  private:
+  void own() {
+    const uint8_t* src = ext_;
+    size_t n = size_;
+    ext_ = nullptr;
+    size_ = 0;
+    resize(n);
+    std::memcpy(big_ ? big_.get() : small_, src, n);
+  }
   void take(Payload&& o) {
     size_ = o.size_;
     cap_ = o.cap_;
     big_ = std::move(o.big_);
-    if (!big_ && size_ != 0) std::memcpy(small_, o.small_, size_);
+    ext_ = o.ext_;
+    if (!big_ && ext_ == nullptr && size_ != 0) std::memcpy(small_, o.small_, size_);
     o.size_ = 0;
     o.cap_ = 0;
+    o.ext_ = nullptr;
   }
   size_t size_ = 0;
   size_t cap_ = 0;
   std::unique_ptr<uint8_t[]> big_;
+  const uint8_t* ext_ = nullptr;
   uint8_t small_[kInline];
 };
 
@@ -117,12 +146,28 @@ class Fabric {
   // True when a packet handed to send() always reaches an attached destination. Devices then
   // skip retransmission copies and duplicate filtering unless a fault plan drops packets.
   virtual bool lossless() const { return false; }
+  // Hands packets that arrived for `gid` to its sink on the calling thread, at most `budget`
+  // of them; returns how many. A device calls this from every engine pass, so a thread that
+  // drives the engine also drains the wire and no receive thread hands packets over meanwhile.
+  // Fabrics that deliver from send() (or from their own thread only) return 0.
+  virtual int poll_rx(const Gid& gid, int budget) {
+    (void)gid;
+    (void)budget;
+    return 0;
+  }
+  // True when send() has finished reading the payload by the time it returns, so a payload may
+  // point at memory that is only guaranteed to live until then.
+  virtual bool copies_on_send() const { return false; }
 };
 
-// Devices in one process. Delivery is a call into the destination's sink under a shared lock,
-// so detach() waits for sends in flight.
+// Devices in one process. Delivery is a call into the destination's sink. The GID table is an
+// immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
+// marks itself in flight on a per-thread stripe, and detach() waits until every send that could
+// have seen the old table has left before it returns.
 class InProcFabric : public Fabric {
  public:
+  InProcFabric();
+  ~InProcFabric() override;
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
@@ -132,8 +177,17 @@ class InProcFabric : public Fabric {
   static std::shared_ptr<InProcFabric> process_fabric();
 
  private:
-  std::shared_mutex mu_;
-  std::map<Gid, PacketSink*> sinks_;  // guarded by mu_
+  using Table = std::map<Gid, PacketSink*>;
+  static constexpr int kStripes = 64;
+  struct alignas(64) Stripe {
+    std::atomic<uint32_t> in_flight{0};
+  };
+  // Publishes `next` and waits out the readers of the previous table (called under write_mu_).
+  void publish(Table* next);
+
+  std::mutex write_mu_;               // serializes attach/detach
+  std::atomic<const Table*> table_;   // never null
+  Stripe stripes_[kStripes];
 };
 
 }  // namespace emu

@@ -97,6 +97,10 @@ struct ShmFabric::Local {
   std::string path;
   std::atomic<bool> stop{false};
   std::thread thread;
+  // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
+  std::atomic<bool> consuming{false};
+  std::atomic<uint64_t> last_poll_ns{0};
+  Reassembler reasm;  // consumer's
 };
 
 struct ShmFabric::Peer {
@@ -233,67 +237,116 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->ready.store(1, std::memory_order_release);
 
   Local* lp = l.get();
-  lp->thread = std::thread([this, lp] {
-    Mailbox* box = lp->mb;
-    uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
-    const uint64_t cap = box->capacity;
-    Reassembler reasm;
-    uint64_t last_work = now_ns();
-    while (!lp->stop.load(std::memory_order_relaxed)) {
-      uint64_t h = box->head.load(std::memory_order_relaxed);
-      uint64_t t = box->tail.load(std::memory_order_acquire);
-      if (h == t) {
-        if (now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
-          sched_yield();
-          continue;
-        }
-        uint32_t seq = box->wake_seq.load(std::memory_order_seq_cst);
-        box->sleeping.store(1, std::memory_order_seq_cst);
-        if (box->tail.load(std::memory_order_seq_cst) == h && !lp->stop.load()) {
-          timespec ts{0, 100 * 1000 * 1000};
-          futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
-        }
-        box->sleeping.store(0, std::memory_order_relaxed);
-        continue;
-      }
-      while (h != t) {
-        uint64_t pos = h & (cap - 1);
-        RecordHeader r;
-        std::memcpy(&r, ring + pos, 8);  // len and kind; a skip may sit in the last 8 bytes
-        if (r.kind == kSkip) {
-          h += cap - pos;
-        } else if (pos + sizeof(r) > cap) {
-          st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-          h = t;
-          break;
-        } else {
-          std::memcpy(&r, ring + pos, sizeof(r));
-          size_t rs = record_size(r.len);
-          if (r.kind != kFragment || pos + rs > cap || rs > t - h) {
-            // A producer wrote garbage; nothing after it can be trusted.
-            st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-            h = t;
-            break;
-          }
-          st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
-          Packet pkt;
-          int rc = reasm.add(r.sender, r.msg_id, r.total, r.off, ring + pos + sizeof(r), r.len, &pkt);
-          h += rs;
-          box->head.store(h, std::memory_order_release);
-          if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-          if (rc == 1) {
-            st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
-            st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
-            lp->sink->deliver(std::move(pkt));
-          }
-        }
-      }
-      box->head.store(h, std::memory_order_release);
-      last_work = now_ns();
-    }
-  });
+  lp->thread = std::thread([this, lp] { receive_loop(lp); });
   locals_.emplace(gid, std::move(l));
   return 0;
+}
+
+int ShmFabric::drain(Local* lp, int budget) {
+  Mailbox* box = lp->mb;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
+  const uint64_t cap = box->capacity;
+  uint64_t h = box->head.load(std::memory_order_relaxed);
+  uint64_t t = box->tail.load(std::memory_order_acquire);
+  int delivered = 0;
+  while (h != t && delivered < budget) {
+    uint64_t pos = h & (cap - 1);
+    RecordHeader r;
+    std::memcpy(&r, ring + pos, 8);  // len and kind; a skip may sit in the last 8 bytes
+    if (r.kind == kSkip) {
+      h += cap - pos;
+      continue;
+    }
+    if (pos + sizeof(r) > cap) {
+      st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+      h = t;
+      break;
+    }
+    std::memcpy(&r, ring + pos, sizeof(r));
+    size_t rs = record_size(r.len);
+    if (r.kind != kFragment || pos + rs > cap || rs > t - h) {
+      // A producer wrote garbage; nothing after it can be trusted.
+      st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+      h = t;
+      break;
+    }
+    st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
+    Packet pkt;
+    int rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, ring + pos + sizeof(r), r.len, &pkt);
+    h += rs;
+    // Release the space before delivering, so that a producer waiting on a full ring goes on.
+    box->head.store(h, std::memory_order_release);
+    if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+    if (rc == 1) {
+      st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
+      st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
+      lp->sink->deliver(std::move(pkt));
+      ++delivered;
+    }
+    if (h == t) t = box->tail.load(std::memory_order_acquire);
+  }
+  box->head.store(h, std::memory_order_release);
+  return delivered;
+}
+
+void ShmFabric::receive_loop(Local* lp) {
+  Mailbox* box = lp->mb;
+  uint64_t last_work = now_ns();
+  const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
+  while (!lp->stop.load(std::memory_order_relaxed)) {
+    uint64_t now = now_ns();
+    uint64_t polled = lp->last_poll_ns.load(std::memory_order_relaxed);
+    if (polled != 0 && now >= polled && now - polled < park_ns) {
+      // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
+      // Senders do not wake a parked thread (it is not `sleeping`); detach does.
+      uint32_t seq = box->wake_seq.load(std::memory_order_relaxed);
+      timespec ts{0, static_cast<long>(park_ns - (now - polled))};
+      futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
+      last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
+      continue;
+    }
+    int n = 0;
+    bool empty = box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
+    if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {
+      n = drain(lp, 1 << 30);
+      lp->consuming.store(false, std::memory_order_release);
+    }
+    if (n > 0 || !empty) {
+      last_work = now_ns();
+      if (n == 0) sched_yield();  // a poller holds the ring
+      continue;
+    }
+    if (now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
+      sched_yield();
+      continue;
+    }
+    uint32_t seq = box->wake_seq.load(std::memory_order_seq_cst);
+    box->sleeping.store(1, std::memory_order_seq_cst);
+    uint64_t h = box->head.load(std::memory_order_relaxed);
+    if (box->tail.load(std::memory_order_seq_cst) == h && !lp->stop.load()) {
+      timespec ts{0, 100 * 1000 * 1000};
+      futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
+    }
+    box->sleeping.store(0, std::memory_order_relaxed);
+  }
+}
+
+int ShmFabric::poll_rx(const Gid& gid, int budget) {
+  Local* lp;
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    auto it = locals_.find(gid);
+    if (it == locals_.end()) return 0;
+    lp = it->second.get();
+    lp->last_poll_ns.store(now_ns(), std::memory_order_relaxed);
+    Mailbox* box = lp->mb;
+    if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
+    // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
+    if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
+  }
+  int n = drain(lp, budget > 0 ? budget : 64);
+  lp->consuming.store(false, std::memory_order_release);
+  return n;
 }
 
 void ShmFabric::detach(const Gid& gid) {
@@ -309,6 +362,8 @@ void ShmFabric::detach(const Gid& gid) {
   l->mb->wake_seq.fetch_add(1);
   futex(&l->mb->wake_seq, FUTEX_WAKE, 1, nullptr);
   if (l->thread.joinable()) l->thread.join();
+  // A poller that took the ring before the entry left the table finishes first.
+  while (l->consuming.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
   // Unlink before unlocking so that no sender mistakes the file for a stale one it must sweep.
   unlink(l->path.c_str());
   munmap(l->mb, l->map_len);

@@ -1,10 +1,12 @@
 // A Fabric between processes on one host. Every attached GID owns a mailbox: a file in a
 // per-user, owner-only directory (0700, files 0600) mapped by every sender, holding a
 // multi-producer ring of packet fragments. Producers serialize on a robust process-shared
-// mutex (a producer that dies holding it does not wedge the mailbox); the owner's receive thread
-// is the only consumer. It sleeps on a futex in the mailbox when the ring is empty, so an idle
-// fabric costs no CPU, and spins briefly after traffic so that a ping-pong does not pay a
-// wakeup per message.
+// mutex (a producer that dies holding it does not wedge the mailbox). The ring has one consumer
+// at a time: a thread that drives the owning device (poll_rx(), called from every engine pass)
+// drains it itself, so a ping-pong between polling processes pays no thread hand-off; the
+// owner's receive thread parks while such polls come in and takes over when they stop. It
+// sleeps on a futex in the mailbox when the ring is empty, so an idle fabric costs no CPU, and
+// spins briefly after traffic so that a ping-pong does not pay a wakeup per message.
 //
 // Payload bytes are written into the receiver's ring once by the sender and copied out once by
 // the receiver; large packets are cut into fragments so that a packet may exceed the ring and
@@ -37,6 +39,7 @@ struct ShmFabricOptions {
   uint32_t ring_bytes = 4u << 20;  // per mailbox, a power of two >= 64 KiB
   uint32_t fragment_bytes = 256u << 10;
   uint32_t spin_us = 30;          // receive thread: poll this long after traffic before sleeping
+  uint32_t park_us = 200;         // receive thread: stays parked while poll_rx() ran within this
   uint32_t full_timeout_ms = 2000;  // a sender gives up on a mailbox that stays full
   uint32_t liveness_check_ms = 20;  // how often a sender re-checks that a peer lives
 };
@@ -56,6 +59,8 @@ class ShmFabric : public Fabric {
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
   bool lossless() const override { return true; }
+  int poll_rx(const Gid& gid, int budget) override;
+  bool copies_on_send() const override { return true; }
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;
@@ -72,6 +77,9 @@ class ShmFabric : public Fabric {
   bool peer_alive(Peer* p, bool force);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
+  // Consumes the ring of `l` (caller holds l->consuming); returns packets delivered.
+  int drain(Local* l, int budget);
+  void receive_loop(Local* l);
 
   ShmFabricOptions opt_;
   std::string dir_;

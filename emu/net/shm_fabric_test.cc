@@ -9,7 +9,12 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "emu/net/test_sink.h"
 
@@ -126,6 +131,54 @@ TEST(ShmFabric, AttachSweepsStaleMailboxOfTheSameGid) {
   TestSink s;
   EXPECT_EQ(a->attach(gid_of(3), &s), 0);
   EXPECT_EQ(a->stats().stale_removed, 1u);
+}
+
+
+// A thread that drives the device drains the mailbox itself; the receive thread stays parked
+// meanwhile and takes over once polls stop. Borrowed payloads are copied inside send().
+TEST(ShmFabric, PollerDrainsTheMailboxOnItsOwnThread) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("poll");
+  o.park_us = 500000;  // long enough that only the poller can have delivered
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  EXPECT_TRUE(a->copies_on_send());
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(11), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(12), &sb), 0);
+  EXPECT_EQ(b->poll_rx(gid_of(12), 64), 0);  // empty; marks b as polled
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  EXPECT_EQ(b->poll_rx(gid_of(99), 64), 0);  // not attached here
+  Packet big = make_packet(gid_of(11), 7, 100000);
+  std::vector<uint8_t> bytes(big.payload.data(), big.payload.data() + big.payload.size());
+  Packet borrowed = big;
+  borrowed.payload.view(bytes.data(), bytes.size());
+  EXPECT_TRUE(borrowed.payload.borrowed());
+  ASSERT_EQ(a->send(gid_of(12), std::move(borrowed)), 0);
+  std::fill(bytes.begin(), bytes.end(), 0);  // send() is done with the bytes
+  for (uint64_t t = 8; t < 12; ++t) ASSERT_EQ(a->send(gid_of(12), make_packet(gid_of(11), t, 64)), 0);
+  EXPECT_EQ(sb.wait_for(1, 50), 0u);  // the receive thread is parked
+  EXPECT_EQ(b->poll_rx(gid_of(12), 2), 2);
+  EXPECT_EQ(b->poll_rx(gid_of(12), 64), 3);
+  std::vector<Packet> got = sb.take();
+  ASSERT_EQ(got.size(), 5u);
+  for (const Packet& p : got) EXPECT_TRUE(packet_ok(p)) << p.token;
+  EXPECT_EQ(got[0].token, 7u);
+  EXPECT_EQ(got[0].payload.size(), 100000u);
+  // Nobody polls now: the receive thread delivers after the park period.
+  ASSERT_EQ(a->send(gid_of(12), make_packet(gid_of(11), 20, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  // Detach while another thread keeps polling: no delivery after detach returns.
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    while (!stop.load()) b->poll_rx(gid_of(12), 64);
+  });
+  for (uint64_t t = 30; t < 60; ++t) a->send(gid_of(12), make_packet(gid_of(11), t, 64));
+  b->detach(gid_of(12));
+  sb.take();
+  stop.store(true);
+  poller.join();
+  EXPECT_EQ(sb.take().size(), 0u);
 }
 
 }  // namespace
