@@ -26,8 +26,11 @@ work="${TEST_TMPDIR:-$(mktemp -d)}/app"
 mkdir -p "$work"
 # A sanitizer build of the library needs its runtime loaded first.
 san=()
-if readelf -d "$prefix/lib/libxpufab.so" | grep -q 'libasan'; then
+dyn=$(readelf -d "$prefix/lib/libxpufab.so")
+if grep -q 'libasan' <<<"$dyn"; then
   san=(-fsanitize=address,undefined)
+elif grep -q 'libtsan' <<<"$dyn"; then
+  san=(-fsanitize=thread)
 fi
 # shellcheck disable=SC2046
 gcc -std=c11 -Wall -Wextra -Werror "${san[@]}" -o "$work/app" api/lib/external_app.c \
