@@ -729,9 +729,9 @@ int Impl::dereg_mr(Mr* m) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* mr = live_as<EmuMr>(m);
   if (mr == nullptr) return -EINVAL;
-  live_.erase(m);
   uint32_t idx = (mr->key & 0xffff) - 1;
   if (idx >= mrs_.size() || mrs_[idx] != mr) return -EINVAL;
+  live_.erase(m);
   mrs_[idx] = nullptr;
   mr->pd->refs--;
   if (mr->map_base != nullptr) munmap(mr->map_base, mr->map_len);

@@ -316,7 +316,7 @@ void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status);
 // Host counter/XPU counter helpers for the EP.
 int cntr_attach(EfaCntr* cntr, EfaEp* ep, uint32_t ops);
 
-// Shared no-op / unsupported stubs.
+// Handlers for optional fid ops the provider does not offer (libfabric's fi_no_* convention).
 int fi_no_bind(fid*, fid*, uint64_t);
 int fi_no_control(fid*, int, void*);
 int fi_no_ops_open(fid*, const char*, uint64_t, void**, void*);
