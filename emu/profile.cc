@@ -35,7 +35,7 @@ const Profile kProfiles[] = {
      32, 80, 4096, 32768, 2, 2, kGiB, 8928, 16, 1},
 };
 
-// Names as bring-up prints them (hw/bringup/profile_match.h), one per backend::DeviceCap bit.
+// Names as bring-up prints them (tools/bringup/profile_match.h), one per backend::DeviceCap bit.
 const struct {
   uint32_t bit;
   const char* name;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "api/backend/backend.h"
-#include "hw/bringup/profile_match.h"
+#include "tools/bringup/profile_match.h"
 #include "hw/hw_backend.h"
 
 namespace {

@@ -14,8 +14,8 @@
 //    event counts (events still queued for a destroyed CQ are dropped, as the kernel does).
 // One emulated device per process, shared by every context, opened through the backend registry
 // ("emu", so FI_EFA_EMU_FABRIC picks the fabric) on the first GET_CONTEXT.
-#ifndef XPUFAB_HW_SHIM_UVERBS_SERVER_H_
-#define XPUFAB_HW_SHIM_UVERBS_SERVER_H_
+#ifndef XPUFAB_EMU_UVERBS_UVERBS_SERVER_H_
+#define XPUFAB_EMU_UVERBS_UVERBS_SERVER_H_
 
 #include <sys/types.h>
 
@@ -70,4 +70,4 @@ void at_exit();
 }  // namespace shim
 }  // namespace xpufab
 
-#endif  // XPUFAB_HW_SHIM_UVERBS_SERVER_H_
+#endif  // XPUFAB_EMU_UVERBS_UVERBS_SERVER_H_

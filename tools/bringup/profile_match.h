@@ -1,8 +1,8 @@
 // Which emulator generation to compare a hardware device against: the newest one whose data
 // operations the device also offers, so that both sides run the same ops and refuse the same
 // ones (a comparison against a richer profile would report every refused op as a difference).
-#ifndef XPUFAB_HW_BRINGUP_PROFILE_MATCH_H_
-#define XPUFAB_HW_BRINGUP_PROFILE_MATCH_H_
+#ifndef XPUFAB_TOOLS_BRINGUP_PROFILE_MATCH_H_
+#define XPUFAB_TOOLS_BRINGUP_PROFILE_MATCH_H_
 
 #include <cstdint>
 #include <string>
@@ -33,4 +33,4 @@ inline uint32_t caps_to_clear(uint32_t caps) {
 }  // namespace bringup
 }  // namespace xpufab
 
-#endif  // XPUFAB_HW_BRINGUP_PROFILE_MATCH_H_
+#endif  // XPUFAB_TOOLS_BRINGUP_PROFILE_MATCH_H_

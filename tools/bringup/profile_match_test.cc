@@ -1,4 +1,4 @@
-#include "hw/bringup/profile_match.h"
+#include "tools/bringup/profile_match.h"
 
 #include <gtest/gtest.h>
 

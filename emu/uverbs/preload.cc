@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "hw/efadv_compat.h"
-#include "hw/shim/uverbs_server.h"
+#include "emu/uverbs/uverbs_server.h"
 
 namespace {
 

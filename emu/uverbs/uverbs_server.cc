@@ -2,7 +2,7 @@
 // the kernel uAPI headers rdma-core installs (<rdma/ib_user_verbs.h>, <rdma/efa-abi.h>); the
 // fields later rdma-core releases appended are handled by length, as the kernel does
 // (reference/uverbs-efa-abi.md 2.2, 2.4-2.7, 3).
-#include "hw/shim/uverbs_server.h"
+#include "emu/uverbs/uverbs_server.h"
 
 #include <infiniband/verbs.h>
 #include <rdma/efa-abi.h>

@@ -41,9 +41,9 @@ done
 # The three programs sit next to this script in bazel-bin, or in its runfiles.
 find_bin_dir() {
   local d
-  for d in "${XPUFAB_BRINGUP_BIN_DIR:-}" "$0.runfiles/xpufab/hw/bringup" \
-           "${RUNFILES_DIR:-/nonexistent}/xpufab/hw/bringup" \
-           "${TEST_SRCDIR:-/nonexistent}/xpufab/hw/bringup" "$(dirname "$0")"; do
+  for d in "${XPUFAB_BRINGUP_BIN_DIR:-}" "$0.runfiles/xpufab/tools/bringup" \
+           "${RUNFILES_DIR:-/nonexistent}/xpufab/tools/bringup" \
+           "${TEST_SRCDIR:-/nonexistent}/xpufab/tools/bringup" "$(dirname "$0")"; do
     [ -n "$d" ] && [ -x "$d/bringup_info" ] && [ -x "$d/bringup_conformance" ] &&
       [ -x "$d/bringup_xpu_example" ] && { echo "$d"; return 0; }
   done
