@@ -86,7 +86,7 @@ int gid_path(const char* path) {
 
 int open_gid_file(int index) {
   char text[64];
-  if (!xpufab::shim::gid_text(index, text, sizeof(text))) return err(ENOENT);
+  if (!xpufab::uverbs::gid_text(index, text, sizeof(text))) return err(ENOENT);
   int fd = static_cast<int>(syscall(SYS_memfd_create, "xpufab-gid", MFD_CLOEXEC));
   if (fd < 0) return -1;
   size_t n = std::strlen(text);
@@ -106,7 +106,7 @@ int do_open(open_fn real, const char* path, int flags, mode_t mode) {
   if (d > 0) {
     int fd = real(kStandIn, flags & ~O_CREAT);
     if (fd >= 0) {
-      xpufab::shim::register_context(fd);
+      xpufab::uverbs::register_context(fd);
       set_kind(fd, 1);
     }
     return fd;
@@ -129,9 +129,9 @@ __attribute__((constructor)) void shim_init() {
   pthread_atfork(nullptr, nullptr, [] {
     for (int i = 0; i < kMaxFd; ++i) g_kind[i].store(0, std::memory_order_relaxed);
     g_handed.store(0);
-    xpufab::shim::after_fork_child();
+    xpufab::uverbs::after_fork_child();
   });
-  std::atexit([] { xpufab::shim::at_exit(); });
+  std::atexit([] { xpufab::uverbs::at_exit(); });
 }
 
 }  // namespace
@@ -247,10 +247,10 @@ __attribute__((visibility("default"))) int close(int fd) {
   REAL(close, fn);
   uint8_t k = kind_of(fd);
   if (k == 1) {
-    xpufab::shim::close_context(fd);
+    xpufab::uverbs::close_context(fd);
     set_kind(fd, 0);
   } else if (k == 2) {
-    xpufab::shim::close_channel(fd);
+    xpufab::uverbs::close_channel(fd);
     set_kind(fd, 0);
   }
   return real_close(fd);
@@ -261,9 +261,9 @@ __attribute__((visibility("default"))) ssize_t write(int fd, const void* buf, si
   REAL(write, fn);
   uint8_t k = kind_of(fd);
   if (k == 1) {
-    ssize_t rc = xpufab::shim::handle_write(fd, buf, count);
+    ssize_t rc = xpufab::uverbs::handle_write(fd, buf, count);
     if (rc < 0) return err(static_cast<int>(-rc));
-    int ch = xpufab::shim::take_new_channel();
+    int ch = xpufab::uverbs::take_new_channel();
     if (ch >= 0) set_kind(ch, 2);
     return rc;
   }
@@ -278,7 +278,7 @@ __attribute__((visibility("default"))) ssize_t read(int fd, void* buf, size_t co
   if (k == 1) return err(EINVAL);
   if (k == 2) {
     int fl = fcntl(fd, F_GETFL);
-    ssize_t rc = xpufab::shim::channel_read(fd, buf, count, fl >= 0 && (fl & O_NONBLOCK));
+    ssize_t rc = xpufab::uverbs::channel_read(fd, buf, count, fl >= 0 && (fl & O_NONBLOCK));
     return rc < 0 ? err(static_cast<int>(-rc)) : rc;
   }
   return real_read(fd, buf, count);
@@ -300,7 +300,7 @@ static void* do_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t 
                      void* (*real)(void*, size_t, int, int, int, off_t)) {
   if (kind_of(fd) == 1) {
     int e = 0;
-    void* p = xpufab::shim::handle_mmap(fd, len, prot, flags, off, &e);
+    void* p = xpufab::uverbs::handle_mmap(fd, len, prot, flags, off, &e);
     if (p == nullptr) {
       errno = e;
       return MAP_FAILED;
@@ -328,7 +328,7 @@ __attribute__((visibility("default"))) void* mmap64(void* addr, size_t len, int 
 __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   using fn = int (*)(void*, size_t);
   REAL(munmap, fn);
-  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::shim::handle_munmap(addr, len)) {
+  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::handle_munmap(addr, len)) {
     g_handed.fetch_sub(1);
     return 0;
   }
@@ -348,13 +348,13 @@ __attribute__((visibility("default"))) int efadv_query_qp_wqs(struct ibv_qp* qp,
                                                               efadv_compat_wq_attr* sq,
                                                               efadv_compat_wq_attr* rq,
                                                               uint32_t inlen) {
-  return xpufab::shim::query_qp_wqs(qp, sq, rq, inlen);
+  return xpufab::uverbs::query_qp_wqs(qp, sq, rq, inlen);
 }
 
 __attribute__((visibility("default"))) int efadv_query_cq(struct ibv_cq* cq,
                                                           efadv_compat_cq_attr* attr,
                                                           uint32_t inlen) {
-  return xpufab::shim::query_cq(cq, attr, inlen);
+  return xpufab::uverbs::query_cq(cq, attr, inlen);
 }
 
 }  // extern "C"

@@ -25,7 +25,7 @@
 #include "hw/efadv_compat.h"
 
 namespace xpufab {
-namespace shim {
+namespace uverbs {
 
 // Device number (major:minor) of the stand-in char device, /dev/null; the sysfs `dev` file says
 // the same.
@@ -67,7 +67,7 @@ void after_fork_child();
 // statistics if XPUFAB_EMU_STATS names a file.
 void at_exit();
 
-}  // namespace shim
+}  // namespace uverbs
 }  // namespace xpufab
 
 #endif  // XPUFAB_EMU_UVERBS_UVERBS_SERVER_H_
