@@ -28,7 +28,8 @@ int open_null(std::unique_ptr<Backend>* b) {
 }
 
 // The names of `all` that start with `prefix`, in their order.
-std::vector<std::string> with_prefix(const std::vector<std::string>& all, const std::string& prefix) {
+std::vector<std::string> with_prefix(const std::vector<std::string>& all,
+                                     const std::string& prefix) {
   std::vector<std::string> out;
   for (const std::string& n : all)
     if (n.compare(0, prefix.size(), prefix) == 0) out.push_back(n);

@@ -34,7 +34,9 @@ class QueryOnlyDevice : public backend::Device {
   }
   int alloc_pd(backend::Pd**) override { return -EOPNOTSUPP; }
   int dealloc_pd(backend::Pd*) override { return -EOPNOTSUPP; }
-  int reg_mr(backend::Pd*, const backend::MrInitAttr&, backend::Mr**) override { return -EOPNOTSUPP; }
+  int reg_mr(backend::Pd*, const backend::MrInitAttr&, backend::Mr**) override {
+    return -EOPNOTSUPP;
+  }
   int dereg_mr(backend::Mr*) override { return -EOPNOTSUPP; }
   int create_cq(const backend::CqInitAttr&, backend::Cq**) override { return -EOPNOTSUPP; }
   int destroy_cq(backend::Cq*) override { return -EOPNOTSUPP; }
