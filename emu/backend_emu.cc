@@ -142,7 +142,8 @@ int open(std::unique_ptr<backend::Backend>* backend_p) {
 
 }  // namespace
 
-XPUFAB_REGISTER_BACKEND(g_emu_registered, (backend::BackendFactory{"emu", probe, open}));
+XPUFAB_REGISTER_BACKEND(g_emu_registered, (backend::BackendFactory{"emu", probe, open}),
+                        backend::kPriorityEmulator);
 
 }  // namespace emu
 }  // namespace xpufab

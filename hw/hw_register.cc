@@ -38,7 +38,7 @@ constexpr backend::BackendFactory kFactory = {kBackendName, probe, open};
 
 }  // namespace
 
-XPUFAB_REGISTER_BACKEND(hw_backend_registered, kFactory);
+XPUFAB_REGISTER_BACKEND(hw_backend_registered, kFactory, backend::kPriorityHardware);
 
 }  // namespace hw
 }  // namespace xpufab

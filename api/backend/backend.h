@@ -307,6 +307,13 @@ class Backend {
 
 // ---- registry ----
 
+// Where FI_EFA_BACKEND=auto looks first (api/backend/choice.h): higher priorities are tried
+// first, equal ones in registration order. A backend registered at kPriorityByNameOnly (test
+// and diagnostic backends) is used only when FI_EFA_BACKEND names it.
+inline constexpr int kPriorityHardware = 200;
+inline constexpr int kPriorityEmulator = 100;
+inline constexpr int kPriorityByNameOnly = 0;
+
 // A backend factory. probe() returns 0 when the backend can run here and a negative errno
 // (-ENODEV, -ENOENT) when it cannot; it never fails loudly.
 struct BackendFactory {
@@ -315,17 +322,21 @@ struct BackendFactory {
   int (*open)(std::unique_ptr<Backend>* backend_p);
 };
 
-// -EEXIST on a duplicate name, -EINVAL on an incomplete factory.
-int register_backend(const BackendFactory& factory);
+// -EEXIST on a duplicate name; -EINVAL on an incomplete factory, a negative priority, or the name
+// "auto" (which FI_EFA_BACKEND reserves).
+int register_backend(const BackendFactory& factory, int priority = kPriorityByNameOnly);
 // Names in registration order.
 std::vector<std::string> registered_backends();
+// The backends FI_EFA_BACKEND=auto considers, in the order it tries them.
+std::vector<std::string> backends_by_priority();
 // -ENOENT for an unknown name, or probe()'s error.
 int open_backend(const std::string& name, std::unique_ptr<Backend>* backend_p);
 
-// Registers a factory at static-initialization time. The library holding the use must be
-// linked with alwayslink = 1.
-#define XPUFAB_REGISTER_BACKEND(var, factory)                     \
-  static const int var = ::xpufab::backend::register_backend(factory)
+// Registers a factory, optionally with a priority, at static-initialization time:
+//   XPUFAB_REGISTER_BACKEND(g_registered, kFactory, ::xpufab::backend::kPriorityEmulator);
+// The library holding the use must be linked with alwayslink = 1.
+#define XPUFAB_REGISTER_BACKEND(var, ...) \
+  static const int var = ::xpufab::backend::register_backend(__VA_ARGS__)
 
 }  // namespace backend
 }  // namespace xpufab

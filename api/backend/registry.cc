@@ -1,6 +1,9 @@
-// Backend registry: a process-wide name -> factory table filled at static-initialization time.
+// Backend registry: a process-wide name -> (factory, priority) table filled at
+// static-initialization time.
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
+#include <string>
 
 #include "api/backend/backend.h"
 
@@ -8,9 +11,14 @@ namespace xpufab {
 namespace backend {
 namespace {
 
+struct Entry {
+  BackendFactory factory;
+  int priority;
+};
+
 struct Registry {
   std::mutex mu;
-  std::vector<BackendFactory> factories;
+  std::vector<Entry> entries;  // registration order
 };
 
 // Function-local static so registration from other translation units' initializers is safe.
@@ -21,17 +29,17 @@ Registry& registry() {
 
 }  // namespace
 
-int register_backend(const BackendFactory& factory) {
+int register_backend(const BackendFactory& factory, int priority) {
   if (factory.name == nullptr || factory.name[0] == '\0' || factory.probe == nullptr ||
-      factory.open == nullptr) {
+      factory.open == nullptr || priority < 0 || std::string(factory.name) == "auto") {
     return -EINVAL;
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (const BackendFactory& f : r.factories) {
-    if (std::string(f.name) == factory.name) return -EEXIST;
+  for (const Entry& e : r.entries) {
+    if (std::string(e.factory.name) == factory.name) return -EEXIST;
   }
-  r.factories.push_back(factory);
+  r.entries.push_back(Entry{factory, priority});
   return 0;
 }
 
@@ -39,7 +47,24 @@ std::vector<std::string> registered_backends() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
-  for (const BackendFactory& f : r.factories) names.emplace_back(f.name);
+  for (const Entry& e : r.entries) names.emplace_back(e.factory.name);
+  return names;
+}
+
+std::vector<std::string> backends_by_priority() {
+  std::vector<Entry> ranked;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const Entry& e : r.entries) {
+      if (e.priority != kPriorityByNameOnly) ranked.push_back(e);
+    }
+  }
+  // Stable: equal priorities keep their registration order.
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Entry& a, const Entry& b) { return a.priority > b.priority; });
+  std::vector<std::string> names;
+  for (const Entry& e : ranked) names.emplace_back(e.factory.name);
   return names;
 }
 
@@ -49,8 +74,8 @@ int open_backend(const std::string& name, std::unique_ptr<Backend>* backend_p) {
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    for (const BackendFactory& f : r.factories) {
-      if (name == f.name) found = f;
+    for (const Entry& e : r.entries) {
+      if (name == e.factory.name) found = e.factory;
     }
   }
   if (found.name == nullptr) return -ENOENT;

@@ -1,5 +1,7 @@
 #include <cerrno>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "api/backend/backend.h"
@@ -25,9 +27,19 @@ int open_null(std::unique_ptr<Backend>* b) {
   return 0;
 }
 
+// The names of `all` that start with `prefix`, in their order.
+std::vector<std::string> with_prefix(const std::vector<std::string>& all,
+                                     const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const std::string& n : all)
+    if (n.compare(0, prefix.size(), prefix) == 0) out.push_back(n);
+  return out;
+}
+
 TEST(Registry, RegistersOpensAndRejectsDuplicates) {
   ASSERT_EQ(register_backend({"test_null", probe_ok, open_null}), 0);
   EXPECT_EQ(register_backend({"test_null", probe_ok, open_null}), -EEXIST);
+  EXPECT_EQ(register_backend({"test_null", probe_ok, open_null}, kPriorityEmulator), -EEXIST);
   std::unique_ptr<Backend> b;
   ASSERT_EQ(open_backend("test_null", &b), 0);
   ASSERT_NE(b, nullptr);
@@ -51,6 +63,30 @@ TEST(Registry, RejectsIncompleteFactories) {
   EXPECT_EQ(register_backend({"", probe_ok, open_null}), -EINVAL);
   EXPECT_EQ(register_backend({"x", nullptr, open_null}), -EINVAL);
   EXPECT_EQ(register_backend({"x", probe_ok, nullptr}), -EINVAL);
+}
+
+TEST(Registry, RejectsNegativePrioritiesAndTheNameAuto) {
+  EXPECT_EQ(register_backend({"test_negative", probe_ok, open_null}, -1), -EINVAL);
+  EXPECT_EQ(register_backend({"auto", probe_ok, open_null}, kPriorityEmulator), -EINVAL);
+  const std::vector<std::string> names = registered_backends();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "test_negative"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "auto"), 0);
+}
+
+TEST(Registry, AutoOrderIsByPriorityThenRegistrationOrder) {
+  ASSERT_EQ(register_backend({"order_low", probe_ok, open_null}, 10), 0);
+  ASSERT_EQ(register_backend({"order_named", probe_ok, open_null}, kPriorityByNameOnly), 0);
+  ASSERT_EQ(register_backend({"order_tie_first", probe_ok, open_null}, 150), 0);
+  ASSERT_EQ(register_backend({"order_high", probe_ok, open_null}, 300), 0);
+  ASSERT_EQ(register_backend({"order_tie_second", probe_ok, open_null}, 150), 0);
+  // order_named is missing: a backend registered at kPriorityByNameOnly is used by name only.
+  EXPECT_EQ(with_prefix(backends_by_priority(), "order_"),
+            (std::vector<std::string>{"order_high", "order_tie_first", "order_tie_second",
+                                      "order_low"}));
+  // Registration order is still what registered_backends() reports, by-name-only ones included.
+  EXPECT_EQ(with_prefix(registered_backends(), "order_"),
+            (std::vector<std::string>{"order_low", "order_named", "order_tie_first", "order_high",
+                                      "order_tie_second"}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// Internal objects of the "efa" provider (fabric "efa-direct"). Every libfabric object is a C++
-// struct whose first member is the libfabric handle, so a handle pointer converts back to its
-// object with a reinterpret_cast. Only the backend interface (api/backend/backend.h) is used to
-// reach a device, and only the routines in device/ read or write queue bytes.
+// Internal objects of the "efa" provider (fabric "efa-direct"); the ops of each object live in
+// the source file named for it. Every libfabric object is a C++ struct whose first member is the
+// libfabric handle; api/efa/casts.h converts a handle back to its object after checking its
+// class. Only the backend interface (api/backend/backend.h) is used to reach a device, and only
+// the routines in device/ read or write queue bytes.
 //
 // Locking: each domain has one mutex (`lock`) for its object lists and for host-side CQ polling;
 // each EP has a `tx_lock`/`rx_lock` around host posts (the device routines are lock-free, the
@@ -88,11 +89,15 @@ struct WakeFd {
 // engine thread (manual progress) writes no CQE while everybody sleeps; this bounds the delay.
 inline constexpr int kWaitSliceMs = 5;
 
-// Opens (or shares) device `name` of backend `backend_name`.
+// Opens (or shares) device `name` of backend `backend_name` (provider.cc).
 int acquire_device(const std::string& backend_name, const std::string& name, SharedDevice** out);
 void release_device(SharedDevice* d);
-// Backend FI_EFA_BACKEND selects: "emu", "hw", or for "auto" hw when it has devices, else emu.
+// The backend FI_EFA_BACKEND selects and its devices (api/backend/choice.h): the named backend,
+// or for "auto" (the default) the highest-priority one with devices, hw before emu. 0 or a
+// negative errno; an unknown name is -EINVAL and logged at warn level.
 int select_backend(std::string* name_p, std::vector<backend::DeviceInfo>* devices_p);
+// The provider's fi_getinfo offers, one per device of the selected backend (getinfo.cc).
+int provider_getinfo(const fi_info* hints, fi_info** info_p);
 
 struct EfaFabric;
 struct EfaDomain;
@@ -300,7 +305,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context);
 int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags, void* context);
 int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
-// fi_ep_export_xpu (api/efa/xpu.cc); exporting again refreshes the device's copy of the AV.
+// fi_ep_export_xpu (api/efa/ep_export.cc); exporting again refreshes the device's copy of the AV.
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out);
 
 // Internal CQ of an EP that has no user CQ for a direction (the QP needs one).

@@ -1,7 +1,5 @@
-// XPU contexts: the application's fi_xpu_ops (either layout) or host-memory defaults, the
-// bookkeeping that releases every allocation and import on close and on failure paths, and the
-// endpoint export (the efa_xpu_ep that rdma/fi_xpu_device_efa.h works on).
-#include <cstdlib>
+// The XPU endpoint export (fi_ep_export_xpu): the efa_xpu_ep that rdma/fi_xpu_device_efa.h
+// works on, built in XPU-visible memory from the QP's queues, and its mirror of the bound AV.
 #include <cstring>
 #include <type_traits>
 
@@ -11,154 +9,16 @@ namespace xpufab::efa {
 
 namespace {
 
-// Defaults for FI_HMEM_SYSTEM: device memory is host memory, imports are identity maps.
-int host_alloc(uint64_t, uint64_t size, uint64_t alignment, uint64_t, void** addr, int* fd,
-               uint64_t* offset) {
-  if (!addr) return -FI_EINVAL;
-  size_t al = alignment < 64 ? 64 : alignment;
-  void* p = nullptr;
-  if (posix_memalign(&p, al, size ? size : 1)) return -FI_ENOMEM;
-  *addr = p;
-  if (fd) *fd = -1;  // host memory has no dma-buf; the emulated NIC uses the address
-  if (offset) *offset = 0;
-  return 0;
-}
-int host_import(uint64_t, void* host_addr, uint64_t, uint64_t, void** dev_addr) {
-  if (!dev_addr) return -FI_EINVAL;
-  *dev_addr = host_addr;
-  return 0;
-}
-void host_free(uint64_t, void* addr) { free(addr); }
-
-int ctx_query(fid_xpu_ctx* c, fi_xpu_ctx_attr* attr) {
-  if (!c || !attr) return -FI_EINVAL;
-  auto* x = reinterpret_cast<EfaXpuCtx*>(c);
-  // Device code polls a CQ ring in XPU memory, so XPU CQs (and the EPs that need one) exist only
-  // where the device can place a CQ in external memory (rdma-core v59 efadv).
-  attr->caps = 0;
-  if (x->dom->attr.device_caps & backend::kCapCqWithExtMem)
-    attr->caps |= FI_XPU_CAP_EP | FI_XPU_CAP_CQ;
-  if (x->dom->attr.device_caps & backend::kCapCompCntr) attr->caps |= FI_XPU_CAP_CNTR;
-  attr->av_addr_size = sizeof(efa_xpu_peer);
-  attr->mr_desc_size = sizeof(efa_xpu_desc);
-  return 0;
+// The exported state is one block laid out by hand: a T lives at byte `off`, in the host mapping
+// and in the device mapping of the block alike. This is the one place its bytes become objects.
+template <typename T>
+T* at(uint8_t* base, size_t off) {
+  return reinterpret_cast<T*>(base + off);
 }
 
-int ctx_close(fid* f) {
-  auto* x = reinterpret_cast<EfaXpuCtx*>(f);
-  int rc = x->refs.try_close();
-  if (rc) return rc;
-  x->dom->refs.release();
-  delete x;
-  return 0;
+size_t offset_in(const void* p, const uint8_t* base) {
+  return static_cast<size_t>(static_cast<const uint8_t*>(p) - base);
 }
-
-fi_ops g_ctx_fi_ops = {sizeof(fi_ops), ctx_close, fi_no_bind, fi_no_control,
-                       fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
-fi_ops_xpu_ctx g_ctx_ops = {sizeof(fi_ops_xpu_ctx), ctx_query};
-
-}  // namespace
-
-// XpuMem.allocated == true: from alloc(), released with free(). Otherwise imported; when the
-// provider also owns the host block (imported state structs), fd is -2 and the block is freed.
-int EfaXpuCtx::alloc_mem(size_t size, uint64_t flags, XpuMem* m) {
-  *m = XpuMem{};
-  void* addr = nullptr;
-  int fd = -1;
-  uint64_t off = 0;
-  int rc = alloc(device, size, 64, flags, &addr, (flags & FI_XPU_ALLOC_DMABUF) ? &fd : nullptr,
-                 (flags & FI_XPU_ALLOC_DMABUF) ? &off : nullptr);
-  if (rc) return rc < 0 ? rc : -FI_ENOMEM;
-  if (!addr) return -FI_ENOMEM;
-  m->host = addr;
-  m->dev = addr;
-  m->size = size;
-  m->fd = fd;
-  m->offset = off;
-  m->allocated = true;
-  return 0;
-}
-
-int EfaXpuCtx::import_mem(void* host, size_t size, uint64_t flags, XpuMem* m) {
-  *m = XpuMem{};
-  bool own = false;
-  if (!host) {
-    if (posix_memalign(&host, 64, size ? size : 1)) return -FI_ENOMEM;
-    own = true;
-  }
-  void* dev = nullptr;
-  int rc = import_(device, host, size, flags, &dev);
-  if (rc || !dev) {
-    if (own) free(host);
-    return rc < 0 ? rc : -FI_EINVAL;
-  }
-  m->host = host;
-  m->dev = dev;
-  m->size = size;
-  m->fd = own ? -2 : -1;
-  return 0;
-}
-
-void EfaXpuCtx::release(XpuMem* m) {
-  if (!m->host) return;
-  if (m->allocated) {
-    free_(device, m->dev);
-  } else {
-    if (unimport) unimport(device, m->host);
-    if (m->fd == -2) free(m->host);
-  }
-  *m = XpuMem{};
-}
-
-int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context) {
-  if (!domain || !attr || !ctx_p) return -FI_EINVAL;
-  auto* dom = reinterpret_cast<EfaDomain*>(domain);
-  if (!dom->xpu) return -FI_EOPNOTSUPP;  // the domain was not opened with FI_XPU
-  auto* x = new (std::nothrow) EfaXpuCtx();
-  if (!x) return -FI_ENOMEM;
-  x->iface = attr->iface;
-  x->device = attr->device;
-  if (!attr->ops) {
-    if (attr->iface != FI_HMEM_SYSTEM) {
-      delete x;
-      return -FI_EOPNOTSUPP;  // no built-in allocator for device memory
-    }
-    x->alloc = host_alloc;
-    x->import_ = host_import;
-    x->free_ = host_free;
-  } else if (attr->ops->size == sizeof(fi_xpu_ops)) {
-    x->alloc = attr->ops->alloc;
-    x->import_ = attr->ops->import;
-    x->free_ = attr->ops->free;
-  } else if (attr->ops->size == sizeof(fi_xpu_ops_unimport)) {
-    const auto* o = reinterpret_cast<const fi_xpu_ops_unimport*>(attr->ops);
-    x->alloc = o->alloc;
-    x->import_ = o->import;
-    x->unimport = o->unimport;
-    x->free_ = o->free;
-  } else {
-    delete x;
-    return -FI_EINVAL;
-  }
-  if (!x->alloc || !x->import_ || !x->free_) {
-    delete x;
-    return -FI_EINVAL;
-  }
-  int rc = dom->refs.acquire();
-  if (rc) {
-    delete x;
-    return rc;
-  }
-  x->dom = dom;
-  x->ctx.fid.fclass = FI_CLASS_XPU_CTX;
-  x->ctx.fid.context = context;
-  x->ctx.fid.ops = &g_ctx_fi_ops;
-  x->ctx.ops = &g_ctx_ops;
-  *ctx_p = &x->ctx;
-  return 0;
-}
-
-namespace {
 
 // Copies the bound AV into the device's mirror (source addresses for fi_xpu_cq_readfrom).
 void mirror_av(EfaEp* ep, efa_xpu_ep* st, efa_xpu_av_entry* host_av) {
@@ -237,7 +97,8 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   auto* host = static_cast<uint8_t*>(m.host);
   auto* dev = static_cast<uint8_t*>(m.dev);
   memset(host, 0, total);
-  auto* st = reinterpret_cast<efa_xpu_ep*>(host);
+  auto* st = at<efa_xpu_ep>(host, 0);
+  efa_xpu_ep* dev_st = at<efa_xpu_ep>(dev, 0);
   efa_dp_wq_attr s{sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
   efa_dp_wq_attr r{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
   rc = efa_sq_init(&st->sq, &s, dom->attr.max_sq_sge > 2 ? 2 : dom->attr.max_sq_sge, host + sq_off,
@@ -247,7 +108,7 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   // Rebase every pointer onto device addresses.
   auto rebase = [&](auto* p, size_t base_off, const uint8_t* host_base) {
     using T = std::remove_pointer_t<decltype(p)>;
-    return reinterpret_cast<T*>(dev + base_off + (reinterpret_cast<const uint8_t*>(p) - host_base));
+    return at<T>(dev, base_off + offset_in(p, host_base));
   };
   st->sq.ring.buf = static_cast<uint8_t*>(dev_sq);
   st->sq.ring.db = static_cast<uint32_t*>(dev_sq_db);
@@ -263,8 +124,8 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   st->rq.reqs.aux = rebase(st->rq.reqs.aux, rq_off, rqb);
   st->rq.reqs.state = rebase(st->rq.reqs.state, rq_off, rqb);
   st->rq.reqs.link = rebase(st->rq.reqs.link, rq_off, rqb);
-  st->rx_bufs = reinterpret_cast<uint64_t*>(dev + rxb_off);
-  st->av = reinterpret_cast<efa_xpu_av_entry*>(dev + av_off);
+  st->rx_bufs = at<uint64_t>(dev, rxb_off);
+  st->av = at<efa_xpu_av_entry>(dev, av_off);
   st->version = EFA_XPU_VERSION;
   st->size = sizeof(*st);
   st->qpn = ep->qpn;
@@ -279,7 +140,8 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   st->tx_op_flags = ep->tx_op_flags;
   st->fid.fid.fclass = FI_CLASS_EP;
   st->fid.fid.prov_id = FI_XPU_PROV_EFA;
-  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev);
+  // The handle carries the device address of its state as an integer (fid_xpu.prov_ctx).
+  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev_st);
   // CQ and counter handles must be exported for their device addresses; export them now.
   fid_xpu_cq hq;
   for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
@@ -288,14 +150,14 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
     efa_xpu_cq* cst = cq->xstate;
     bool present = false;
     for (uint32_t i = 0; i < cst->num_eps; ++i)
-      present |= cst->eps[i] == reinterpret_cast<efa_xpu_ep*>(dev);
+      present |= cst->eps[i] == dev_st;
     if (!present) {
       if (cst->num_eps >= EFA_XPU_CQ_MAX_EPS) return fail(-FI_ENOSPC);
-      cst->eps[cst->num_eps++] = reinterpret_cast<efa_xpu_ep*>(dev);
+      cst->eps[cst->num_eps++] = dev_st;
     }
   }
-  st->tx_cq = reinterpret_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
-  st->rx_cq = reinterpret_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
+  st->tx_cq = static_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
+  st->rx_cq = static_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
   EfaCntr* cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
                     ep->cntr_rwrite};
   efa_xpu_cntr** dst[6] = {&st->cntr_send,  &st->cntr_recv,         &st->cntr_read,
@@ -305,9 +167,9 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
     fid_xpu_cntr hc;
     rc = cs[i]->cntr.ops->export_xpu(&cs[i]->cntr, 0, &hc);
     if (rc) return fail(rc);
-    *dst[i] = reinterpret_cast<efa_xpu_cntr*>(cs[i]->state.dev);
+    *dst[i] = static_cast<efa_xpu_cntr*>(cs[i]->state.dev);
   }
-  ep->xav_host = reinterpret_cast<efa_xpu_av_entry*>(host + av_off);
+  ep->xav_host = at<efa_xpu_av_entry>(host, av_off);
   mirror_av(ep, st, ep->xav_host);
   ep->xmem = std::move(mem);
   ep->xstate = st;

@@ -1,12 +1,11 @@
-// Address vectors (FI_AV_TABLE over device AHs) and memory registration.
+// Address vectors: FI_AV_TABLE over the domain's shared address handles.
 #include <cstdio>
 #include <cstring>
 
+#include "api/efa/casts.h"
 #include "api/efa/efa.h"
 
 namespace xpufab::efa {
-
-// ---- AV -------------------------------------------------------------------------------------
 
 bool EfaAv::get(fi_addr_t a, EfaAvEntry* out) {
   std::lock_guard<std::mutex> g(lock);
@@ -18,7 +17,8 @@ bool EfaAv::get(fi_addr_t a, EfaAvEntry* out) {
 namespace {
 
 int av_close(fid* f) {
-  auto* av = reinterpret_cast<EfaAv*>(f);
+  EfaAv* av = to_av(f);
+  if (!av) return -FI_EINVAL;
   int rc = av->refs.try_close();
   if (rc) return rc;
   for (auto& e : av->entries)
@@ -30,8 +30,8 @@ int av_close(fid* f) {
 
 int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
               void*) {
-  auto* av = reinterpret_cast<EfaAv*>(fav);
-  if ((!addr && count) || flags) return -FI_EINVAL;
+  EfaAv* av = to_av(fav);
+  if (!av || (!addr && count) || flags) return -FI_EINVAL;
   const auto* in = static_cast<const EfaAddr*>(addr);
   int done = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -61,8 +61,8 @@ int av_insertsym(fid_av*, const char*, size_t, const char*, size_t, fi_addr_t*, 
 }
 
 int av_remove(fid_av* fav, fi_addr_t* fi_addr, size_t count, uint64_t flags) {
-  auto* av = reinterpret_cast<EfaAv*>(fav);
-  if ((!fi_addr && count) || flags) return -FI_EINVAL;
+  EfaAv* av = to_av(fav);
+  if (!av || (!fi_addr && count) || flags) return -FI_EINVAL;
   std::vector<EfaAddr> gone;
   {
     std::lock_guard<std::mutex> g(av->lock);
@@ -78,8 +78,8 @@ int av_remove(fid_av* fav, fi_addr_t* fi_addr, size_t count, uint64_t flags) {
 }
 
 int av_lookup(fid_av* fav, fi_addr_t fi_addr, void* addr, size_t* addrlen) {
-  auto* av = reinterpret_cast<EfaAv*>(fav);
-  if (!addrlen) return -FI_EINVAL;
+  EfaAv* av = to_av(fav);
+  if (!av || !addrlen) return -FI_EINVAL;
   EfaAvEntry e;
   if (!av->get(fi_addr, &e)) return -FI_EINVAL;
   size_t n = *addrlen < sizeof(EfaAddr) ? *addrlen : sizeof(EfaAddr);
@@ -113,11 +113,11 @@ int av_no_user_id(fid_av*, fi_addr_t, fi_addr_t, uint64_t) { return -FI_ENOSYS; 
 // Raw device address for XPU code: {ahn, remote_qpn, remote_qkey} (efa_xpu_peer).
 int av_lookup2(fid_av* fav, fi_addr_t fi_addr, void* buf, size_t* len, uint64_t flags,
                fid_xpu_ctx* ctx) {
-  auto* av = reinterpret_cast<EfaAv*>(fav);
   if (flags == 0 && ctx == nullptr) return av_lookup(fav, fi_addr, buf, len);
-  if (flags & ~FI_XPU) return -FI_EINVAL;
-  if (!len || !ctx || ctx->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
-  if (reinterpret_cast<EfaXpuCtx*>(ctx)->dom != av->dom) return -FI_EINVAL;
+  EfaAv* av = to_av(fav);
+  if (!av || (flags & ~FI_XPU)) return -FI_EINVAL;
+  EfaXpuCtx* x = to_xpu_ctx(ctx);
+  if (!len || !x || x->dom != av->dom) return -FI_EINVAL;
   EfaAvEntry e;
   if (!av->get(fi_addr, &e)) return -FI_EINVAL;
   if (*len < sizeof(struct efa_xpu_peer)) {
@@ -146,7 +146,8 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context) 
   if (!domain || !attr || !av_p) return -FI_EINVAL;
   if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE) return -FI_EINVAL;
   if (attr->flags || attr->name || attr->rx_ctx_bits) return -FI_EINVAL;
-  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  EfaDomain* dom = to_domain(domain);
+  if (!dom) return -FI_EINVAL;
   auto* av = new (std::nothrow) EfaAv();
   if (!av) return -FI_ENOMEM;
   int rc = dom->refs.acquire();
@@ -162,120 +163,6 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context) 
   av->av.ops = &g_av_ops;
   *av_p = &av->av;
   return 0;
-}
-
-// ---- MR -------------------------------------------------------------------------------------
-
-namespace {
-
-int mr_close(fid* f) {
-  auto* mr = reinterpret_cast<EfaMr*>(f);
-  int rc = mr->dom->dev->dereg_mr(mr->bmr);
-  if (rc) return to_fi_err(rc);
-  mr->dom->refs.release();
-  delete mr;
-  return 0;
-}
-
-int mr_control(fid* f, int command, void* arg) {
-  auto* mr = reinterpret_cast<EfaMr*>(f);
-  if (command != FI_GET_MR_XPU_DESC) return -FI_ENOSYS;
-  auto* d = static_cast<fi_mr_xpu_desc*>(arg);
-  if (!d || !d->len) return -FI_EINVAL;
-  if (d->flags & ~FI_XPU) return -FI_EINVAL;
-  if (d->ctx) {
-    if (d->ctx->fid.fclass != FI_CLASS_XPU_CTX ||
-        reinterpret_cast<EfaXpuCtx*>(d->ctx)->dom != mr->dom)
-      return -FI_EINVAL;
-  }
-  if (*d->len < sizeof(struct efa_xpu_desc)) {
-    *d->len = sizeof(struct efa_xpu_desc);
-    return -FI_ETOOSMALL;
-  }
-  if (!d->buf) return -FI_EINVAL;
-  struct efa_xpu_desc x;
-  x.lkey = mr->bmr->lkey();
-  memcpy(d->buf, &x, sizeof(x));
-  *d->len = sizeof(x);
-  return 0;
-}
-
-int mr_bind(fid*, fid*, uint64_t) { return -FI_ENOSYS; }
-
-fi_ops g_mr_fi_ops = {sizeof(fi_ops), mr_close, mr_bind, mr_control,
-                      fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
-
-uint32_t to_backend_access(uint64_t access) {
-  // Local write is always needed: receives and read responses land in registered memory.
-  uint32_t a = backend::kAccessLocalWrite;
-  if (access & FI_REMOTE_WRITE) a |= backend::kAccessRemoteWrite;
-  if (access & FI_REMOTE_READ) a |= backend::kAccessRemoteRead;
-  return a;
-}
-
-int do_reg(EfaDomain* dom, const void* buf, size_t len, uint64_t access, uint64_t offset,
-           fi_hmem_iface iface, uint64_t flags, fid_mr** mr_p, void* context) {
-  if (!mr_p || (!buf && len)) return -FI_EINVAL;
-  if (flags) return -FI_EBADFLAGS;
-  if (iface != FI_HMEM_SYSTEM) return -FI_EOPNOTSUPP;
-  if (offset) return -FI_EINVAL;  // FI_MR_VIRT_ADDR: the key addresses by virtual address
-  const uint64_t valid = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  if (access & ~valid) return -FI_EINVAL;
-  auto* mr = new (std::nothrow) EfaMr();
-  if (!mr) return -FI_ENOMEM;
-  backend::MrInitAttr a;
-  a.addr = const_cast<void*>(buf);
-  a.length = len;
-  a.access = to_backend_access(access);
-  int rc = dom->dev->reg_mr(dom->pd, a, &mr->bmr);
-  if (rc) {
-    delete mr;
-    return to_fi_err(rc);
-  }
-  rc = dom->refs.acquire();
-  if (rc) {
-    dom->dev->dereg_mr(mr->bmr);
-    delete mr;
-    return rc;
-  }
-  mr->dom = dom;
-  mr->access = access;
-  mr->mr.fid.fclass = FI_CLASS_MR;
-  mr->mr.fid.context = context;
-  mr->mr.fid.ops = &g_mr_fi_ops;
-  mr->mr.mem_desc = mr;
-  mr->mr.key = mr->bmr->rkey();
-  *mr_p = &mr->mr;
-  return 0;
-}
-
-EfaDomain* domain_of(fid* f) {
-  if (!f || f->fclass != FI_CLASS_DOMAIN) return nullptr;
-  return reinterpret_cast<EfaDomain*>(f);
-}
-
-}  // namespace
-
-int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset, uint64_t,
-           uint64_t flags, fid_mr** mr_p, void* context) {
-  EfaDomain* dom = domain_of(f);
-  if (!dom) return -FI_EINVAL;
-  return do_reg(dom, buf, len, access, offset, FI_HMEM_SYSTEM, flags, mr_p, context);
-}
-
-int mr_regv(fid* f, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
-            uint64_t key, uint64_t flags, fid_mr** mr_p, void* context) {
-  if (!iov || count != 1) return count > 1 ? -FI_EOPNOTSUPP : -FI_EINVAL;
-  return mr_reg(f, iov[0].iov_base, iov[0].iov_len, access, offset, key, flags, mr_p, context);
-}
-
-int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr_p) {
-  EfaDomain* dom = domain_of(f);
-  if (!dom || !attr) return -FI_EINVAL;
-  if (flags & FI_MR_DMABUF) return -FI_EOPNOTSUPP;
-  if (!attr->mr_iov || attr->iov_count != 1) return attr->iov_count > 1 ? -FI_EOPNOTSUPP : -FI_EINVAL;
-  return do_reg(dom, attr->mr_iov[0].iov_base, attr->mr_iov[0].iov_len, attr->access, attr->offset,
-                attr->iface, flags, mr_p, attr->context);
 }
 
 }  // namespace xpufab::efa

@@ -1,0 +1,167 @@
+// Domains: one device (shared with the other domains on it), its PD and address handles, the
+// host-side progress and the waits that sleep on the host CQs.
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "api/efa/casts.h"
+#include "api/efa/cq_trace.h"
+#include "api/efa/efa.h"
+
+namespace xpufab::efa {
+
+namespace {
+
+int domain_close(fid* f) {
+  EfaDomain* dom = to_domain(f);
+  if (!dom) return -FI_EINVAL;
+  int rc = dom->refs.try_close();
+  if (rc) return rc;
+  for (auto& kv : dom->ahs) dom->dev->destroy_ah(kv.second.first);
+  dom->ahs.clear();
+  if (dom->pd) dom->dev->dealloc_pd(dom->pd);
+  release_device(dom->sdev);
+  dom->fab->refs.release();
+  fi_freeinfo(dom->info);
+  delete dom;
+  if (g_cq_trace_on) cq_trace_flush();
+  return 0;
+}
+
+int domain_no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+int domain_no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int domain_no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
+int domain_no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int domain_no_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
+  return -FI_EOPNOTSUPP;
+}
+int domain_no_coll(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) {
+  return -FI_ENOSYS;
+}
+
+fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, fi_no_bind, fi_no_control,
+                          fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
+fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), av_open,         cq_open,
+                              endpoint_open,         domain_no_sep,   cntr_open,
+                              domain_no_poll,        domain_no_stx,   domain_no_srx,
+                              domain_no_atomic,      domain_no_coll,  endpoint2_open,
+                              xpu_ctx_open};
+fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
+
+}  // namespace
+
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* context) {
+  if (!fabric || !info || !domain_p || !info->domain_attr || !info->domain_attr->name)
+    return -FI_EINVAL;
+  EfaFabric* fab = to_fabric(fabric);
+  if (!fab) return -FI_EINVAL;
+  std::string be;
+  std::vector<backend::DeviceInfo> devs;
+  int rc = select_backend(&be, &devs);
+  if (rc) return -FI_ENODEV;
+  bool found = false;
+  for (const auto& d : devs) found |= d.name == info->domain_attr->name;
+  if (!found) return -FI_ENODEV;
+  auto* dom = new (std::nothrow) EfaDomain();
+  if (!dom) return -FI_ENOMEM;
+  rc = acquire_device(be, info->domain_attr->name, &dom->sdev);
+  if (rc) {
+    delete dom;
+    return to_fi_err(rc);
+  }
+  dom->dev = dom->sdev->dev.get();
+  dom->attr = dom->sdev->attr;
+  rc = dom->dev->alloc_pd(&dom->pd);
+  if (rc) {
+    release_device(dom->sdev);
+    delete dom;
+    return to_fi_err(rc);
+  }
+  dom->info = fi_dupinfo(info);
+  dom->mr_mode = info->domain_attr->mr_mode;
+  dom->xpu = (info->caps & FI_XPU) != 0;
+  if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();
+  rc = fab->refs.acquire();
+  if (rc || !dom->info) {
+    dom->dev->dealloc_pd(dom->pd);
+    release_device(dom->sdev);
+    fi_freeinfo(dom->info);
+    delete dom;
+    return rc ? rc : -FI_ENOMEM;
+  }
+  dom->fab = fab;
+  dom->domain.fid.fclass = FI_CLASS_DOMAIN;
+  dom->domain.fid.context = context;
+  dom->domain.fid.ops = &g_domain_fi_ops;
+  dom->domain.ops = &g_domain_ops;
+  dom->domain.mr = &g_mr_ops;
+  *domain_p = &dom->domain;
+  return 0;
+}
+
+int EfaDomain::get_ah(const uint8_t gid[16], backend::Ah** ah_p) {
+  std::vector<uint8_t> key(gid, gid + 16);
+  std::lock_guard<std::mutex> g(lock);
+  auto it = ahs.find(key);
+  if (it != ahs.end()) {
+    it->second.second++;
+    *ah_p = it->second.first;
+    return 0;
+  }
+  backend::Ah* ah = nullptr;
+  int rc = dev->create_ah(pd, gid, &ah);
+  if (rc) return to_fi_err(rc);
+  ahs.emplace(key, std::make_pair(ah, 1));
+  *ah_p = ah;
+  return 0;
+}
+
+void EfaDomain::put_ah(const uint8_t gid[16]) {
+  std::vector<uint8_t> key(gid, gid + 16);
+  std::lock_guard<std::mutex> g(lock);
+  auto it = ahs.find(key);
+  if (it == ahs.end()) return;
+  if (--it->second.second == 0) {
+    dev->destroy_ah(it->second.first);
+    ahs.erase(it);
+  }
+}
+
+EfaEp* EfaDomain::ep_by_qpn(uint32_t qpn) {
+  for (EfaEp* ep : eps)
+    if (ep->qpn == qpn) return ep;
+  return nullptr;
+}
+
+void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& ready) {
+  std::vector<pollfd> fds;
+  {
+    std::lock_guard<std::mutex> g(lock);
+    for (EfaCq* cq : cqs) {
+      const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+      if (fd >= 0 && cq->bcq->arm() == 0) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+  }
+  if (extra_fd >= 0) fds.push_back(pollfd{extra_fd, POLLIN, 0});
+  // A CQE written before the CQ was armed signals nothing: drain once, and skip the sleep if
+  // that made the caller's condition true.
+  progress();
+  if (ready()) return;
+  const int slice = std::max(0, std::min(ms, kWaitSliceMs));
+  if (poll(fds.data(), fds.size(), slice) <= 0) return;
+  for (const pollfd& p : fds) {
+    if (!(p.revents & POLLIN)) continue;
+    uint64_t v;
+    ssize_t n = read(p.fd, &v, sizeof(v));
+    (void)n;
+  }
+}
+
+void EfaDomain::progress() {
+  dev->progress(64);
+  std::lock_guard<std::mutex> g(lock);
+  for (EfaCq* cq : cqs) cq_drain(cq);
+}
+
+}  // namespace xpufab::efa
