@@ -31,8 +31,8 @@ using Clock = std::chrono::steady_clock;
 // Exits with status 1, naming the process, the place and the condition.
 [[noreturn]] void check_failed(const char* file, int line, const char* cond);
 
-#define PEER_CHECK(cond)                                          \
-  do {                                                            \
+#define PEER_CHECK(cond)                                                    \
+  do {                                                                      \
     if (!(cond)) ::xpufab::peer::check_failed(__FILE__, __LINE__, #cond); \
   } while (0)
 
