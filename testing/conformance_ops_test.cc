@@ -189,7 +189,9 @@ TEST_P(DataPath, RmaCallFormsVerified) {
   fi_msg_rma bad{&v, &d, 1, b_, rv2, 2, nullptr, 0};
   EXPECT_EQ(fi_readmsg(a_ep_, &bad, 0), -FI_EINVAL);
   EXPECT_EQ(fi_readmsg(a_ep_, nullptr, 0), -FI_EINVAL);
-  if (!can_write) return;
+  if (!can_write) {
+    GTEST_SKIP() << "RDMA write (FI_RMA write) not offered by " << backend_label() << ": write argument checks not run";
+  }
   iovec two[2] = {v, v2};
   void* d2[2] = {d, d};
   EXPECT_EQ(fi_writev(a_ep_, two, d2, 2, b_, raddr, key, nullptr), -FI_EINVAL);
@@ -217,7 +219,7 @@ TEST_P(DataPath, WritedataDeliversRemoteCqData) {
     EXPECT_TRUE(stays_empty(ca_, 20));
     EXPECT_TRUE(stays_empty(cb_, 1));
     EXPECT_EQ(remote, std::vector<uint8_t>(256, 0));
-    return;
+    GTEST_SKIP() << "RDMA write (FI_RMA write) not offered by " << backend_label() << ": writedata delivery not run";
   }
   fid_mr* lm = reg(local.data(), local.size(), FI_WRITE);
   fid_mr* rm = reg(remote.data(), remote.size(), FI_REMOTE_WRITE);
@@ -300,7 +302,7 @@ TEST_P(DataPath, MoreDefersTheDoorbellUntilAPostWithoutIt) {
     EXPECT_EQ(fi_writemsg(a_ep_, &wm, 0), -FI_EOPNOTSUPP);
     EXPECT_TRUE(stays_empty(ca_, 20));
     EXPECT_EQ(remote, std::vector<uint8_t>(32, 0));
-    return;
+    GTEST_SKIP() << "RDMA write (FI_RMA write) not offered by " << backend_label() << ": FI_MORE on writes not run";
   }
   ASSERT_EQ(fi_writemsg(a_ep_, &wm, FI_MORE), 0);
   EXPECT_TRUE(stays_empty(ca_, 30));
@@ -482,7 +484,7 @@ TEST_P(DataPath, CntrWaitSeesCompletionsOfBoundEndpoint) {
   EXPECT_EQ(take(c, 1).size(), 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, DataPath, ::testing::ValuesIn(kBackends));
+INSTANTIATE_TEST_SUITE_P(Backends, DataPath, ::testing::ValuesIn(present_backends()));
 
 }  // namespace
 }  // namespace xpufab::testing

@@ -11,16 +11,18 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_xpu.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "api/backend/backend.h"
 
 namespace xpufab::testing {
-
-// Backends the suite runs against; adding "hw" or "fake_rdma" is one more entry.
-inline const char* const kBackends[] = {"emu"};
 
 // XPUFAB_CONFORMANCE_BACKEND, when set, replaces the parameter: the bring-up tool runs one suite
 // binary on "hw" and then on "emu" and compares their completion traces.
@@ -37,6 +39,75 @@ inline fi_info* make_hints(bool xpu) {
                             (xpu ? FI_MR_XPU_DESC : 0);
   h->fabric_attr->prov_name = strdup("efa");
   return h;
+}
+
+// The backends a suite is instantiated over, decided once when the tests register: "emu" wherever
+// it is linked, "hw" where fi_getinfo finds a usable device through it (a real EFA, or Debian's
+// rdma-core over the emulator's kernel-device shim). A backend left out is named in one line on
+// stderr, so a run without hardware says what it did not cover. XPUFAB_CONFORMANCE_BACKEND, when
+// set, is the only one (the bring-up tool lists and runs the tests per backend that way).
+inline std::vector<const char*> present_backends() {
+  static const std::vector<const char*> present = [] {
+    std::vector<const char*> out;
+    const char* forced = std::getenv("XPUFAB_CONFORMANCE_BACKEND");
+    if (forced && *forced) {
+      out.push_back(forced);
+      std::fprintf(stderr, "conformance backends: %s (XPUFAB_CONFORMANCE_BACKEND)\n", forced);
+      return out;
+    }
+    const std::vector<std::string> linked = backend::registered_backends();
+    auto is_linked = [&](const char* n) {
+      return std::find(linked.begin(), linked.end(), n) != linked.end();
+    };
+    std::string absent;
+    if (is_linked("emu")) {
+      out.push_back("emu");
+    } else {
+      absent += " emu (not linked)";
+    }
+    if (!is_linked("hw")) {
+      absent += " hw (not linked)";
+    } else {
+      const char* prev = std::getenv("FI_EFA_BACKEND");
+      const std::string saved = prev ? prev : "";
+      setenv("FI_EFA_BACKEND", "hw", 1);
+      fi_info* hints = make_hints(false);
+      fi_info* info = nullptr;
+      const int rc = fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info);
+      fi_freeinfo(hints);
+      fi_freeinfo(info);
+      if (prev) {
+        setenv("FI_EFA_BACKEND", saved.c_str(), 1);
+      } else {
+        unsetenv("FI_EFA_BACKEND");
+      }
+      if (rc == 0) {
+        out.push_back("hw");
+      } else {
+        absent += " hw (fi_getinfo: " + std::string(fi_strerror(-rc)) + ")";
+      }
+    }
+    std::string names;
+    for (const char* n : out) names += std::string(names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "conformance backends: %s; not instantiated:%s\n",
+                 names.empty() ? "none" : names.c_str(), absent.empty() ? " none" : absent.c_str());
+    return out;
+  }();
+  return present;
+}
+
+// Names what a skipped test ran on, for "<capability> not offered by <this>": the backend, and for
+// the emulator its profile and cleared capabilities (FI_EFA_EMU_PROFILE, FI_EFA_EMU_CAPS_CLEAR).
+inline std::string backend_label() {
+  const char* b = std::getenv("FI_EFA_BACKEND");
+  std::string label = b && *b ? b : "auto";
+  if (label == "emu") {
+    const char* profile = std::getenv("FI_EFA_EMU_PROFILE");
+    const char* cleared = std::getenv("FI_EFA_EMU_CAPS_CLEAR");
+    label += std::string(", profile ") + (profile && *profile ? profile : "default");
+    if (cleared && *cleared) label += std::string(", caps cleared ") + cleared;
+  }
+  return label;
 }
 
 // Whether the fi_info fi_getinfo returned offers an RDMA direction (FI_READ or FI_WRITE). The

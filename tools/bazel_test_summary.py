@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Runs `bazel test`, echoes its output, and prints `N passed, N failed` counted per test case.
+"""Runs `bazel test`, echoes its output, and prints `N passed, N failed, N skipped` per test case.
 
-Per-case counts come from each target's test.xml. A target without usable XML (failed to build,
+"N passed, N failed" leads the line so readers of the older two-count form still match. Per-case
+counts come from each target's test.xml; a case is skipped when it says so (gtest's
+result="skipped" or a <skipped> element, GTEST_SKIP) or was never run (status="notrun"). A target without usable XML (failed to build,
 timed out, no status) counts as one failure; a failing target whose cases all passed (a crash after
 the tests) counts one extra failure. Exits with bazel's exit code.
 """
@@ -26,7 +28,8 @@ def count_cases(xml_path):
     for case in root.iter("testcase"):
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
-        elif case.find("skipped") is not None or case.get("status") == "notrun":
+        elif (case.find("skipped") is not None or case.get("result") == "skipped" or
+              case.get("status") == "notrun"):
             skipped += 1
         else:
             passed += 1
@@ -70,10 +73,7 @@ def main(argv):
             failed += 1
     if rc != 0 and not targets:
         failed += 1
-    line = "%d passed, %d failed" % (passed, failed)
-    if skipped:
-        line += ", %d skipped" % skipped
-    print(line)
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return rc
 
 

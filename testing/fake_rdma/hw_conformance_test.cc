@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -122,7 +123,15 @@ TEST_P(HwOverShim, BadKeyReadGivesErrorCompletion) {
   EXPECT_EQ(local, std::vector<uint8_t>(64, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(FakeRdma, HwOverShim, ::testing::Values("hw"));
+// Under the preload library the hardware backend must find the emulated device; anywhere else
+// this binary has no backend to run on.
+TEST(HwOverShimSetup, HwBackendIsPresent) {
+  const std::vector<const char*> present = present_backends();
+  EXPECT_TRUE(std::any_of(present.begin(), present.end(),
+                          [](const char* b) { return std::strcmp(b, "hw") == 0; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeRdma, HwOverShim, ::testing::ValuesIn(present_backends()));
 
 }  // namespace
 }  // namespace xpufab::testing

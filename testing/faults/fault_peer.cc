@@ -17,36 +17,31 @@
 //     mixed exchange with the other peer has to succeed with data verified.
 //
 // Exit status 0 means every check passed; figures go to stdout.
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "device/efa_io_defs.h"
+#include "testing/support/peer.h"
 #include "tools/oob/oob.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+using xpufab::peer::Address;
+using xpufab::peer::Clock;
+using xpufab::peer::Endpoint;
+using xpufab::peer::exchange_by_role;
+using xpufab::peer::expect_context;
+using xpufab::peer::fill;
+using xpufab::peer::has_pattern;
+using xpufab::peer::post_retrying;
+using xpufab::peer::wait_one;
 
 constexpr size_t kSlot = 1024;      // SEND / WRITE / READ slots
 constexpr size_t kSlots = 128;      // slots in flight at most (bounds the window)
@@ -63,15 +58,6 @@ struct Layout {
   size_t total() const { return imm() + imm_slots * kImmSlot; }
 };
 
-void pattern(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8) + (seed >> 8));
-}
-bool has_pattern(const uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8) + (seed >> 8))) return false;
-  return true;
-}
-
 // Operation k of a mixed run.
 enum Op { kSend, kWrite, kWriteImm, kRead };
 Op op_of(uint64_t k) { return static_cast<Op>(k % 4); }
@@ -80,124 +66,20 @@ size_t len_of(uint64_t k) {
   return op_of(k) == kWriteImm ? 8 + h % (kImmSlot - 8) : 8 + h % (kSlot - 8);
 }
 
-struct Blob {
-  uint32_t role;
-  uint32_t name_len;
-  uint64_t key, addr;
-  char name[64];
-};
-
-struct Ctx {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
-  fid_mr* mr = nullptr;
-  std::vector<uint8_t> buf;
-  Blob mine{};
-  Clock::time_point opened;  // just before fi_domain: the device's fault windows start later
-};
-
-void setup(Ctx& c, uint32_t role, size_t bytes) {
-  fi_info* hints = fi_allocinfo();
-  hints->caps = FI_MSG | FI_RMA;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->fabric_attr->prov_name = strdup("efa");
-  CHECK(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &c.info) == 0);
-  fi_freeinfo(hints);
-  CHECK(fi_fabric(c.info->fabric_attr, &c.fabric, nullptr) == 0);
-  c.opened = Clock::now();
-  CHECK(fi_domain(c.fabric, c.info, &c.domain, nullptr) == 0);
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  CHECK(fi_av_open(c.domain, &aa, &c.av, nullptr) == 0);
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_DATA;
-  ca.size = 1024;
-  CHECK(fi_cq_open(c.domain, &ca, &c.cq, nullptr) == 0);
-  CHECK(fi_endpoint(c.domain, c.info, &c.ep, nullptr) == 0);
-  CHECK(fi_ep_bind(c.ep, &c.av->fid, 0) == 0);
-  CHECK(fi_ep_bind(c.ep, &c.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-  CHECK(fi_enable(c.ep) == 0);
-  c.buf.assign(bytes, 0);
-  CHECK(fi_mr_reg(c.domain, c.buf.data(), c.buf.size(),
-                  FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &c.mr,
-                  nullptr) == 0);
-  c.mine.role = role;
-  c.mine.key = fi_mr_key(c.mr);
-  c.mine.addr = reinterpret_cast<uint64_t>(c.buf.data());
-  size_t len = sizeof(c.mine.name);
-  CHECK(fi_getname(&c.ep->fid, c.mine.name, &len) == 0);
-  c.mine.name_len = static_cast<uint32_t>(len);
-}
-
-void teardown(Ctx& c) {
-  CHECK(fi_close(&c.ep->fid) == 0);
-  CHECK(fi_close(&c.mr->fid) == 0);
-  CHECK(fi_close(&c.cq->fid) == 0);
-  CHECK(fi_close(&c.av->fid) == 0);
-  CHECK(fi_close(&c.domain->fid) == 0);
-  CHECK(fi_close(&c.fabric->fid) == 0);
-  fi_freeinfo(c.info);
-}
-
-std::string pack(const Blob& b) { return std::string(reinterpret_cast<const char*>(&b), sizeof(b)); }
-Blob unpack(const std::string& s) {
-  Blob b{};
-  CHECK(s.size() == sizeof(b));
-  std::memcpy(&b, s.data(), sizeof(b));
-  return b;
-}
-
-// Every process's blob by role (roles are 0..n-1; OOB ranks follow connection order).
-std::vector<Blob> exchange(xpufab::oob::Session& s, const Blob& mine, size_t roles) {
-  std::vector<std::string> all;
-  CHECK(s.allgather(pack(mine), &all) == 0);
-  std::vector<Blob> out(roles);
-  for (const std::string& a : all) {
-    Blob b = unpack(a);
-    CHECK(b.role < roles);
-    out[b.role] = b;
-  }
-  return out;
-}
-
-fi_addr_t insert(Ctx& c, const Blob& peer) {
-  fi_addr_t a = FI_ADDR_UNSPEC;
-  CHECK(fi_av_insert(c.av, peer.name, 1, &a, 0, nullptr) == 1);
-  return a;
-}
-
-// Retries a post while the send queue is full, reaping completions meanwhile through `reap`.
-template <typename Post, typename Reap>
-void post(Post p, Reap reap) {
-  for (;;) {
-    ssize_t rc = p();
-    if (rc == 0) return;
-    CHECK(rc == -FI_EAGAIN);
-    reap();
-  }
-}
-
-uint8_t* at(Ctx& c, size_t off) { return c.buf.data() + off; }
-
 // ---- mixed ----------------------------------------------------------------------------------
 
-void mixed_server(Ctx& c, xpufab::oob::Session& s, uint64_t ops) {
+void mixed_server(Endpoint& c, xpufab::oob::Session& s, uint64_t ops) {
   Layout l{(ops + 3) / 4};
-  for (size_t i = 0; i < kSlots; ++i) pattern(at(c, l.read() + i * kSlot), kSlot, 50000 + static_cast<uint32_t>(i));
-  std::vector<Blob> all = exchange(s, c.mine, 2);
-  insert(c, all[1]);
-  void* desc = fi_mr_desc(c.mr);
+  for (size_t i = 0; i < kSlots; ++i) fill(c.at(l.read() + i * kSlot), kSlot, 50000 + static_cast<uint32_t>(i));
+  std::vector<Address> all = exchange_by_role(s, c.address(0), 2);
+  c.insert(all[1]);
+  void* desc = c.desc();
   auto repost = [&](size_t i) {
-    CHECK(fi_recv(c.ep, at(c, l.recv() + i * kSlot), kSlot, desc, FI_ADDR_UNSPEC,
+    PEER_CHECK(fi_recv(c.ep(), c.at(l.recv() + i * kSlot), kSlot, desc, FI_ADDR_UNSPEC,
                   reinterpret_cast<void*>(i + 1)) == 0);
   };
   for (size_t i = 0; i < kRecvs; ++i) repost(i);
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(s.barrier() == 0);
   uint64_t expect = 0;
   for (uint64_t k = 0; k < ops; ++k) expect += op_of(k) == kSend || op_of(k) == kWriteImm;
   std::vector<uint8_t> seen(ops, 0);
@@ -205,37 +87,37 @@ void mixed_server(Ctx& c, xpufab::oob::Session& s, uint64_t ops) {
   auto deadline = Clock::now() + std::chrono::seconds(600);
   fi_cq_data_entry e[16];
   while (got < expect) {
-    ssize_t n = fi_cq_read(c.cq, e, 16);
+    ssize_t n = fi_cq_read(c.cq(), e, 16);
     if (n == -FI_EAGAIN) {
-      CHECK(Clock::now() < deadline);
+      PEER_CHECK(Clock::now() < deadline);
       continue;
     }
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      fi_cq_readerr(c.cq, &err, 0);
+      fi_cq_readerr(c.cq(), &err, 0);
       std::fprintf(stderr, "server: error completion err %d prov_errno %d\n", err.err, err.prov_errno);
       std::exit(1);
     }
-    CHECK(n > 0);
+    PEER_CHECK(n > 0);
     for (ssize_t i = 0; i < n; ++i) {
       // Immediate data may arrive without consuming a receive (unsolicited write-recv): then
       // the entry has no context and nothing is reposted.
       const size_t r = reinterpret_cast<uintptr_t>(e[i].op_context) - 1;
       const bool consumed = e[i].op_context != nullptr;
-      CHECK(!consumed || r < kRecvs);
+      PEER_CHECK(!consumed || r < kRecvs);
       uint64_t k;
       if (e[i].flags & FI_REMOTE_CQ_DATA) {
         k = e[i].data;
-        CHECK(k < ops && op_of(k) == kWriteImm);
-        CHECK(has_pattern(at(c, l.imm() + (k / 4) * kImmSlot), len_of(k), static_cast<uint32_t>(k)));
+        PEER_CHECK(k < ops && op_of(k) == kWriteImm);
+        PEER_CHECK(has_pattern(c.at(l.imm() + (k / 4) * kImmSlot), len_of(k), static_cast<uint32_t>(k)));
       } else {
-        CHECK((e[i].flags & FI_RECV) && consumed);
+        PEER_CHECK((e[i].flags & FI_RECV) && consumed);
         uint32_t k32;
-        std::memcpy(&k32, at(c, l.recv() + r * kSlot), 4);
+        std::memcpy(&k32, c.at(l.recv() + r * kSlot), 4);
         k = k32;
-        CHECK(k < ops && op_of(k) == kSend);
-        CHECK(e[i].len == len_of(k));
-        CHECK(has_pattern(at(c, l.recv() + r * kSlot) + 4, len_of(k) - 4, static_cast<uint32_t>(k)));
+        PEER_CHECK(k < ops && op_of(k) == kSend);
+        PEER_CHECK(e[i].len == len_of(k));
+        PEER_CHECK(has_pattern(c.at(l.recv() + r * kSlot) + 4, len_of(k) - 4, static_cast<uint32_t>(k)));
       }
       if (seen[k]++ != 0) {
         std::fprintf(stderr, "server: operation %" PRIu64 " delivered twice\n", k);
@@ -245,17 +127,17 @@ void mixed_server(Ctx& c, xpufab::oob::Session& s, uint64_t ops) {
       if (consumed) repost(r);
     }
   }
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(s.barrier() == 0);
   std::printf("server: %" PRIu64 " sends and immediates received once each\n", got);
 }
 
-void mixed_client(Ctx& c, xpufab::oob::Session& s, uint64_t ops, size_t window) {
+void mixed_client(Endpoint& c, xpufab::oob::Session& s, uint64_t ops, size_t window) {
   Layout l{(ops + 3) / 4};
-  std::vector<Blob> all = exchange(s, c.mine, 2);
-  const fi_addr_t peer = insert(c, all[0]);
+  std::vector<Address> all = exchange_by_role(s, c.address(1), 2);
+  const fi_addr_t peer = c.insert(all[0]);
   const uint64_t rkey = all[0].key, raddr = all[0].addr;
-  void* desc = fi_mr_desc(c.mr);
-  CHECK(s.barrier() == 0);
+  void* desc = c.desc();
+  PEER_CHECK(s.barrier() == 0);
   window = std::min(window, kSlots);
   std::vector<size_t> free_slots;
   for (size_t i = kSlots; i-- > 0;) free_slots.push_back(i);
@@ -267,33 +149,33 @@ void mixed_client(Ctx& c, xpufab::oob::Session& s, uint64_t ops, size_t window) 
   auto deadline = t0 + std::chrono::seconds(600);
   fi_cq_data_entry e[16];
   auto reap = [&]() {
-    ssize_t n = fi_cq_read(c.cq, e, 16);
+    ssize_t n = fi_cq_read(c.cq(), e, 16);
     if (n == -FI_EAGAIN) {
-      CHECK(Clock::now() < deadline);
+      PEER_CHECK(Clock::now() < deadline);
       return;
     }
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      fi_cq_readerr(c.cq, &err, 0);
+      fi_cq_readerr(c.cq(), &err, 0);
       std::fprintf(stderr, "client: operation %zu failed: err %d prov_errno %d\n",
                    static_cast<size_t>(reinterpret_cast<uintptr_t>(err.op_context) - 1), err.err,
                    err.prov_errno);
       std::exit(1);
     }
-    CHECK(n > 0);
+    PEER_CHECK(n > 0);
     for (ssize_t i = 0; i < n; ++i) {
       const uint64_t k = reinterpret_cast<uintptr_t>(e[i].op_context) - 1;
-      CHECK(k < posted);
+      PEER_CHECK(k < posted);
       if (done[k]++ != 0) {
         std::fprintf(stderr, "client: operation %" PRIu64 " completed twice\n", k);
         std::exit(1);
       }
       const Op op = op_of(k);
       if (op == kRead) {
-        CHECK(e[i].flags & FI_READ);
-        CHECK(has_pattern(at(c, l.read() + slot_of[k] * kSlot), len_of(k), 50000 + slot_of[k]));
+        PEER_CHECK(e[i].flags & FI_READ);
+        PEER_CHECK(has_pattern(c.at(l.read() + slot_of[k] * kSlot), len_of(k), 50000 + slot_of[k]));
       } else {
-        CHECK(e[i].flags & (op == kSend ? FI_SEND : FI_WRITE));
+        PEER_CHECK(e[i].flags & (op == kSend ? FI_SEND : FI_WRITE));
       }
       if (op != kWriteImm) free_slots.push_back(slot_of[k]);
       ++completed;
@@ -308,29 +190,29 @@ void mixed_client(Ctx& c, xpufab::oob::Session& s, uint64_t ops, size_t window) 
       const uint32_t k32 = static_cast<uint32_t>(k);
       const Op op = op_of(k);
       if (op == kWriteImm) {
-        uint8_t* src = at(c, l.imm() + (k / 4) * kImmSlot);
-        pattern(src, len, k32);
-        post([&] { return fi_writedata(c.ep, src, len, desc, k, peer, raddr + l.imm() + (k / 4) * kImmSlot, rkey, ctx); },
+        uint8_t* src = c.at(l.imm() + (k / 4) * kImmSlot);
+        fill(src, len, k32);
+        post_retrying([&] { return fi_writedata(c.ep(), src, len, desc, k, peer, raddr + l.imm() + (k / 4) * kImmSlot, rkey, ctx); },
              reap);
       } else {
         const size_t slot = free_slots.back();
         free_slots.pop_back();
         slot_of[k] = static_cast<uint32_t>(slot);
         if (op == kSend) {
-          uint8_t* src = at(c, l.write() + slot * kSlot);
+          uint8_t* src = c.at(l.write() + slot * kSlot);
           std::memcpy(src, &k32, 4);
-          pattern(src + 4, len - 4, k32);
-          post([&] { return fi_send(c.ep, src, len, desc, peer, ctx); }, reap);
+          fill(src + 4, len - 4, k32);
+          post_retrying([&] { return fi_send(c.ep(), src, len, desc, peer, ctx); }, reap);
         } else if (op == kWrite) {
-          uint8_t* src = at(c, l.write() + slot * kSlot);
-          pattern(src, len, k32);
+          uint8_t* src = c.at(l.write() + slot * kSlot);
+          fill(src, len, k32);
           last[slot] = k;
-          post([&] { return fi_write(c.ep, src, len, desc, peer, raddr + l.write() + slot * kSlot, rkey, ctx); },
+          post_retrying([&] { return fi_write(c.ep(), src, len, desc, peer, raddr + l.write() + slot * kSlot, rkey, ctx); },
                reap);
         } else {
-          uint8_t* dst = at(c, l.read() + slot * kSlot);
+          uint8_t* dst = c.at(l.read() + slot * kSlot);
           std::memset(dst, 0, len);
-          post([&] { return fi_read(c.ep, dst, len, desc, peer, raddr + l.read() + slot * kSlot, rkey, ctx); },
+          post_retrying([&] { return fi_read(c.ep(), dst, len, desc, peer, raddr + l.read() + slot * kSlot, rkey, ctx); },
                reap);
         }
       }
@@ -344,31 +226,31 @@ void mixed_client(Ctx& c, xpufab::oob::Session& s, uint64_t ops, size_t window) 
   // could only look at it without any ordering against the engine that wrote it).
   uint64_t want = 0, got = 0;
   auto reap_back = [&]() {
-    ssize_t n = fi_cq_read(c.cq, e, 16);
+    ssize_t n = fi_cq_read(c.cq(), e, 16);
     if (n == -FI_EAGAIN) {
-      CHECK(Clock::now() < deadline);
+      PEER_CHECK(Clock::now() < deadline);
       return;
     }
-    CHECK(n > 0);
+    PEER_CHECK(n > 0);
     for (ssize_t i = 0; i < n; ++i) {
       const size_t slot = reinterpret_cast<uintptr_t>(e[i].op_context) - 1;
-      CHECK(slot < kSlots && (e[i].flags & FI_READ));
-      CHECK(has_pattern(at(c, l.read() + slot * kSlot), len_of(last[slot]), static_cast<uint32_t>(last[slot])));
+      PEER_CHECK(slot < kSlots && (e[i].flags & FI_READ));
+      PEER_CHECK(has_pattern(c.at(l.read() + slot * kSlot), len_of(last[slot]), static_cast<uint32_t>(last[slot])));
       ++got;
     }
   };
   for (size_t slot = 0; slot < kSlots; ++slot) {
     if (last[slot] == UINT64_MAX) continue;
-    uint8_t* dst = at(c, l.read() + slot * kSlot);
+    uint8_t* dst = c.at(l.read() + slot * kSlot);
     const size_t len = len_of(last[slot]);
     std::memset(dst, 0, len);
-    post([&] { return fi_read(c.ep, dst, len, desc, peer, raddr + l.write() + slot * kSlot, rkey,
+    post_retrying([&] { return fi_read(c.ep(), dst, len, desc, peer, raddr + l.write() + slot * kSlot, rkey,
                                reinterpret_cast<void*>(slot + 1)); },
          reap_back);
     ++want;
   }
   while (got < want) reap_back();
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(s.barrier() == 0);
   std::printf("client: %" PRIu64 " operations, window %zu, %.2f s, %.0f ops/s; %" PRIu64 " written slots read back\n", ops, window,
               sec, ops / sec, want);
 }
@@ -377,57 +259,25 @@ void mixed_client(Ctx& c, xpufab::oob::Session& s, uint64_t ops, size_t window) 
 
 enum Role { kSurvivor, kVictim, kOther };
 
-// One completion; 1, or -FI_EAVAIL with *err, or -FI_ETIMEDOUT.
-int wait_one(Ctx& c, fi_cq_data_entry* e, fi_cq_err_entry* err, int ms) {
-  auto end = Clock::now() + std::chrono::milliseconds(ms);
-  for (;;) {
-    ssize_t n = fi_cq_read(c.cq, e, 1);
-    if (n == 1) return 1;
-    if (n == -FI_EAVAIL) {
-      CHECK(fi_cq_readerr(c.cq, err, 0) == 1);
-      return -FI_EAVAIL;
-    }
-    CHECK(n == -FI_EAGAIN);
-    if (Clock::now() > end) return -FI_ETIMEDOUT;
-  }
-}
-
-void ok_one(Ctx& c, void* ctx) {
-  fi_cq_data_entry e{};
-  fi_cq_err_entry err{};
-  int rc = wait_one(c, &e, &err, 30000);
-  if (rc != 1) std::fprintf(stderr, "survivor: completion rc %d prov_errno %d\n", rc, err.prov_errno);
-  CHECK(rc == 1);
-  CHECK(e.op_context == ctx);
-}
-
 // A write and a read-back of it, data verified, against `peer`.
-void verified_round(Ctx& c, fi_addr_t peer, const Blob& pb, uint32_t seed) {
-  void* desc = fi_mr_desc(c.mr);
-  uint8_t* src = at(c, 0);
-  uint8_t* back = at(c, kSlot);
-  pattern(src, kSlot, seed);
-  std::memset(back, 0, kSlot);
-  CHECK(fi_write(c.ep, src, kSlot, desc, peer, pb.addr + 4 * kSlot, pb.key, src) == 0);
-  ok_one(c, src);
-  CHECK(fi_read(c.ep, back, kSlot, desc, peer, pb.addr + 4 * kSlot, pb.key, back) == 0);
-  ok_one(c, back);
-  CHECK(has_pattern(back, kSlot, seed));
+void verified_round(Endpoint& c, fi_addr_t peer, const Address& pb, uint32_t seed) {
+  xpufab::peer::write_read_verified(c, peer, pb, kSlot, 0, kSlot, 4 * kSlot, seed);
 }
 
 void run_kill(xpufab::oob::Session& s, Role role, uint64_t kill_ms) {
-  Ctx c;
-  const size_t bytes = 16 * kSlot;
-  std::vector<Blob> first;
+  xpufab::peer::EndpointOptions eo;
+  eo.buffer_bytes = 16 * kSlot;
+  std::unique_ptr<Endpoint> ep;
+  std::vector<Address> first;
   if (role != kSurvivor) {
-    setup(c, role, bytes);
-    first = exchange(s, c.mine, 3);
+    ep = std::make_unique<Endpoint>(eo);
+    first = exchange_by_role(s, ep->address(role), 3);
   } else {
-    Blob none{};
+    Address none{};
     none.role = kSurvivor;
-    first = exchange(s, none, 3);
+    first = exchange_by_role(s, none, 3);
     // The victim's GID is the first 16 bytes of its address (FI_ADDR_EFA, as upstream).
-    CHECK(first[kVictim].name_len >= 16);
+    PEER_CHECK(first[kVictim].name_len >= 16);
     char gid[40];
     const auto* g = reinterpret_cast<const uint8_t*>(first[kVictim].name);
     char* p = gid;
@@ -437,83 +287,83 @@ void run_kill(xpufab::oob::Session& s, Role role, uint64_t kill_ms) {
     plan += "kill_peer=" + std::string(gid) + "@" + std::to_string(kill_ms);
     setenv("FI_EFA_EMU_FAULTS", plan.c_str(), 1);
     std::printf("survivor: plan %s\n", plan.c_str());
-    setup(c, role, bytes);
+    ep = std::make_unique<Endpoint>(eo);
   }
-  std::vector<Blob> all = exchange(s, c.mine, 3);
+  Endpoint& c = *ep;
+  std::vector<Address> all = exchange_by_role(s, c.address(role), 3);
   fi_addr_t addr[3] = {};
   for (int r = 0; r < 3; ++r)
-    if (r != role) addr[r] = insert(c, all[r]);
-  CHECK(s.barrier() == 0);
+    if (r != role) addr[r] = c.insert(all[r]);
+  PEER_CHECK(s.barrier() == 0);
   if (role == kSurvivor) {
-    void* desc = fi_mr_desc(c.mr);
-    const auto kill_at = c.opened + std::chrono::milliseconds(kill_ms);
+    void* desc = c.desc();
+    const auto kill_at = c.opened() + std::chrono::milliseconds(kill_ms);
     verified_round(c, addr[kVictim], all[kVictim], 1);
-    CHECK(Clock::now() < kill_at);  // else KILL_MS was too short for this machine
+    PEER_CHECK(Clock::now() < kill_at);  // else KILL_MS was too short for this machine
     // SENDs the victim has no receive for: RNR retry keeps them outstanding until it dies.
     const int kPending = 6;
     for (int i = 0; i < kPending; ++i)
-      CHECK(fi_send(c.ep, at(c, 2 * kSlot), 64, desc, addr[kVictim], reinterpret_cast<void*>(uintptr_t{100} + i)) == 0);
+      PEER_CHECK(fi_send(c.ep(), c.at(2 * kSlot), 64, desc, addr[kVictim], reinterpret_cast<void*>(uintptr_t{100} + i)) == 0);
     int errors = 0;
     double worst_ms = 0;
     for (int i = 0; i < kPending; ++i) {
       fi_cq_data_entry e{};
       fi_cq_err_entry err{};
       int rc = wait_one(c, &e, &err, static_cast<int>(kill_ms) + 60000);
-      CHECK(rc == -FI_EAVAIL);
+      PEER_CHECK(rc == -FI_EAVAIL);
       const auto now = Clock::now();
-      CHECK(now >= kill_at);  // they really were outstanding when the victim died
+      PEER_CHECK(now >= kill_at);  // they really were outstanding when the victim died
       worst_ms = std::max(worst_ms, std::chrono::duration<double, std::milli>(now - kill_at).count());
       std::printf("survivor: pending send %zu: err %d prov_errno %d, %.0f ms after the kill\n",
                   static_cast<size_t>(reinterpret_cast<uintptr_t>(err.op_context) - 100), err.err, err.prov_errno,
                   std::chrono::duration<double, std::milli>(now - kill_at).count());
-      CHECK(err.prov_errno == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE);
-      CHECK(err.err == FI_ECONNABORTED);
+      PEER_CHECK(err.prov_errno == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE);
+      PEER_CHECK(err.err == FI_ECONNABORTED);
       ++errors;
     }
-    CHECK(errors == kPending);
+    PEER_CHECK(errors == kPending);
     // Within the response timeout (FI_EFA_EMU_TIMEOUT_MS), with room for a loaded machine.
-    if (const char* t = std::getenv("FI_EFA_EMU_TIMEOUT_MS")) CHECK(worst_ms <= 3.0 * std::atof(t) + 5000);
+    if (const char* t = std::getenv("FI_EFA_EMU_TIMEOUT_MS")) PEER_CHECK(worst_ms <= 3.0 * std::atof(t) + 5000);
     // A WRITE posted after the kill fails the same way.
     const auto t1 = Clock::now();
-    CHECK(fi_write(c.ep, at(c, 0), 256, desc, addr[kVictim], all[kVictim].addr, all[kVictim].key, at(c, 0)) == 0);
+    PEER_CHECK(fi_write(c.ep(), c.at(0), 256, desc, addr[kVictim], all[kVictim].addr, all[kVictim].key, c.at(0)) == 0);
     fi_cq_data_entry e{};
     fi_cq_err_entry err{};
-    CHECK(wait_one(c, &e, &err, 60000) == -FI_EAVAIL);
-    CHECK(err.op_context == at(c, 0));
-    CHECK(err.prov_errno == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE);
+    PEER_CHECK(wait_one(c, &e, &err, 60000) == -FI_EAVAIL);
+    PEER_CHECK(err.op_context == c.at(0));
+    PEER_CHECK(err.prov_errno == EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE);
     const double late_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     // The other peer still works: sends received there and write/read rounds.
     for (uint32_t r = 0; r < 20; ++r) verified_round(c, addr[kOther], all[kOther], 100 + r);
-    CHECK(s.barrier() == 0);  // the other posts its receives
+    PEER_CHECK(s.barrier() == 0);  // the other posts its receives
     for (int i = 0; i < 8; ++i) {
-      pattern(at(c, 3 * kSlot), 512, 700 + i);
-      CHECK(fi_send(c.ep, at(c, 3 * kSlot), 512, desc, addr[kOther], at(c, 3 * kSlot)) == 0);
-      ok_one(c, at(c, 3 * kSlot));
+      fill(c.at(3 * kSlot), 512, 700 + i);
+      PEER_CHECK(fi_send(c.ep(), c.at(3 * kSlot), 512, desc, addr[kOther], c.at(3 * kSlot)) == 0);
+      expect_context(c, c.at(3 * kSlot), 30000);
     }
-    CHECK(s.barrier() == 0);
+    PEER_CHECK(s.barrier() == 0);
     std::printf("survivor: %d outstanding sends failed UNRESP_REMOTE, worst %.0f ms after the kill; "
                 "a later write failed in %.0f ms; 20 rounds and 8 sends with the other peer ok\n",
                 errors, worst_ms, late_ms);
   } else {
-    CHECK(s.barrier() == 0);
+    PEER_CHECK(s.barrier() == 0);
     if (role == kOther) {
-      void* desc = fi_mr_desc(c.mr);
+      void* desc = c.desc();
       for (int i = 0; i < 8; ++i)
-        CHECK(fi_recv(c.ep, at(c, (8 + i) * kSlot), kSlot, desc, FI_ADDR_UNSPEC, reinterpret_cast<void*>(uintptr_t{1} + i)) == 0);
+        PEER_CHECK(fi_recv(c.ep(), c.at((8 + i) * kSlot), kSlot, desc, FI_ADDR_UNSPEC, reinterpret_cast<void*>(uintptr_t{1} + i)) == 0);
       for (int i = 0; i < 8; ++i) {
         fi_cq_data_entry e{};
         fi_cq_err_entry err{};
-        CHECK(wait_one(c, &e, &err, 60000) == 1);
+        PEER_CHECK(wait_one(c, &e, &err, 60000) == 1);
         const size_t slot = reinterpret_cast<uintptr_t>(e.op_context) - 1;
-        CHECK(e.len == 512);
+        PEER_CHECK(e.len == 512);
         // Sends go out one at a time, so they arrive in order.
-        CHECK(has_pattern(at(c, (8 + slot) * kSlot), 512, 700 + i));
+        PEER_CHECK(has_pattern(c.at((8 + slot) * kSlot), 512, 700 + i));
       }
     }
-    CHECK(s.barrier() == 0);
+    PEER_CHECK(s.barrier() == 0);
   }
-  CHECK(s.barrier() == 0);
-  teardown(c);
+  PEER_CHECK(s.barrier() == 0);
 }
 
 }  // namespace
@@ -533,25 +383,25 @@ int main(int argc, char** argv) {
   xpufab::oob::Session s;
   if (mode == "mixed") {
     o.server = role == "server";
-    CHECK(s.open(o) == 0);
+    PEER_CHECK(s.open(o) == 0);
     const uint64_t ops = std::strtoull(argv[4], nullptr, 10);
     const size_t window = std::strtoul(argv[5], nullptr, 10);
-    Ctx c;
-    setup(c, o.server ? 0 : 1, Layout{(ops + 3) / 4}.total());
+    xpufab::peer::EndpointOptions eo;
+    eo.buffer_bytes = Layout{(ops + 3) / 4}.total();
+    Endpoint c(eo);
     if (o.server) {
       mixed_server(c, s, ops);
     } else {
       mixed_client(c, s, ops, window);
     }
-    CHECK(s.barrier() == 0);
-    teardown(c);
+    PEER_CHECK(s.barrier() == 0);
     return 0;
   }
   if (mode == "kill") {
     Role r = role == "survivor" ? kSurvivor : role == "victim" ? kVictim : kOther;
     o.server = r == kSurvivor;
     o.size = 3;
-    CHECK(s.open(o) == 0);
+    PEER_CHECK(s.open(o) == 0);
     run_kill(s, r, std::strtoull(argv[4], nullptr, 10));
     return 0;
   }

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "testing/multiproc/process_util.h"
+#include "testing/support/process_util.h"
 
 namespace {
 

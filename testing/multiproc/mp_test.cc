@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "testing/multiproc/process_util.h"
+#include "testing/support/process_util.h"
 
 namespace {
 

@@ -10,18 +10,13 @@
 //
 // The binary is also its own peer: `fabric_bench --peer pingpong|alltoall|idle PORT RANK NPROC
 // [EXTRA_QPS]` (started by the driver; addresses travel through tools/oob).
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,187 +25,61 @@
 #include <thread>
 #include <vector>
 
+#include "testing/support/peer.h"
 #include "tools/oob/oob.h"
 
 namespace {
 
-constexpr size_t kBig = 1u << 20;
-using Clock = std::chrono::steady_clock;
+using xpufab::peer::Address;
+using xpufab::peer::Clock;
+using xpufab::peer::Endpoint;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::fprintf(stderr, "fabric_bench %d: %s:%d: check failed: %s\n", getpid(),   \
-                   __FILE__, __LINE__, #cond);                                        \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+constexpr size_t kBig = 1u << 20;
+// Buffer layout: [0, kBig) is where peers write and send to, [kBig, 2 kBig) what this side sends.
+constexpr size_t kTarget = 0;
+constexpr size_t kSource = kBig;
 
 // ---------------------------------------------------------------- peer side
 
-struct Blob {
-  uint64_t key, addr;
-  size_t name_len;
-  char name[64];
+// The endpoint and every rank's address (and AV entry, except this rank's own).
+struct Group {
+  Endpoint& ep;
+  xpufab::oob::Session& s;
+  std::vector<Address> addrs;
+  std::vector<fi_addr_t> peers;
 };
-
-struct Ctx {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
-  fid_mr* mr = nullptr;
-  std::vector<uint8_t> buf = std::vector<uint8_t>(2 * kBig);  // [0, kBig) target, rest source
-  std::vector<fi_addr_t> peers;  // by rank
-  std::vector<Blob> blobs;       // by rank
-  // Idle endpoints, each with its own QP on the same device.
-  std::vector<fid_ep*> extra;
-};
-
-void ok_cq(Ctx& c, fi_cq_data_entry* e) {
-  auto end = Clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    ssize_t n = fi_cq_read(c.cq, e, 1);
-    if (n == 1) return;
-    if (n == -FI_EAVAIL) {
-      fi_cq_err_entry err{};
-      fi_cq_readerr(c.cq, &err, 0);
-      std::fprintf(stderr, "error completion: err %d prov_errno %d\n", err.err, err.prov_errno);
-      std::exit(1);
-    }
-    CHECK(n == -FI_EAGAIN);
-    CHECK(Clock::now() < end);
-  }
-}
-
-void setup(Ctx& c, xpufab::oob::Session& s, int extra_qps) {
-  fi_info* hints = fi_allocinfo();
-  hints->caps = FI_MSG | FI_RMA;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->fabric_attr->prov_name = strdup("efa");
-  CHECK(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &c.info) == 0);
-  fi_freeinfo(hints);
-  CHECK(fi_fabric(c.info->fabric_attr, &c.fabric, nullptr) == 0);
-  CHECK(fi_domain(c.fabric, c.info, &c.domain, nullptr) == 0);
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  CHECK(fi_av_open(c.domain, &aa, &c.av, nullptr) == 0);
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_DATA;
-  ca.size = 4096;
-  CHECK(fi_cq_open(c.domain, &ca, &c.cq, nullptr) == 0);
-  CHECK(fi_endpoint(c.domain, c.info, &c.ep, nullptr) == 0);
-  CHECK(fi_ep_bind(c.ep, &c.av->fid, 0) == 0);
-  CHECK(fi_ep_bind(c.ep, &c.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-  CHECK(fi_enable(c.ep) == 0);
-  // Idle endpoints share the CQ: the figure is about QPs on the device, not CQs to drain.
-  for (int i = 0; i < extra_qps; ++i) {
-    fid_ep* ep = nullptr;
-    if (fi_endpoint(c.domain, c.info, &ep, nullptr) != 0) break;
-    c.extra.push_back(ep);
-    CHECK(fi_ep_bind(ep, &c.av->fid, 0) == 0);
-    CHECK(fi_ep_bind(ep, &c.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-    CHECK(fi_enable(ep) == 0);
-  }
-  if (static_cast<int>(c.extra.size()) != extra_qps) {
-    std::fprintf(stderr, "fabric_bench: only %zu of %d extra endpoints\n", c.extra.size(), extra_qps);
-  }
-  CHECK(fi_mr_reg(c.domain, c.buf.data(), c.buf.size(),
-                  FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &c.mr,
-                  nullptr) == 0);
-  Blob mine{};
-  mine.key = fi_mr_key(c.mr);
-  mine.addr = reinterpret_cast<uint64_t>(c.buf.data());
-  mine.name_len = sizeof(mine.name);
-  CHECK(fi_getname(&c.ep->fid, mine.name, &mine.name_len) == 0);
-  std::vector<std::string> all;
-  CHECK(s.allgather(std::string(reinterpret_cast<char*>(&mine), sizeof(mine)), &all) == 0);
-  c.peers.assign(all.size(), FI_ADDR_UNSPEC);
-  c.blobs.resize(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    CHECK(all[r].size() == sizeof(Blob));
-    std::memcpy(&c.blobs[r], all[r].data(), sizeof(Blob));
-    if (static_cast<int>(r) == s.rank()) continue;
-    CHECK(fi_av_insert(c.av, c.blobs[r].name, 1, &c.peers[r], 0, nullptr) == 1);
-  }
-}
-
-void teardown(Ctx& c) {
-  for (fid_ep* ep : c.extra) fi_close(&ep->fid);
-  fi_close(&c.ep->fid);
-  fi_close(&c.mr->fid);
-  fi_close(&c.cq->fid);
-  fi_close(&c.av->fid);
-  fi_close(&c.domain->fid);
-  fi_close(&c.fabric->fid);
-  fi_freeinfo(c.info);
-}
-
-void* desc(Ctx& c) { return fi_mr_desc(c.mr); }
 
 // Rank 1 prints: one-way 64 B latency (us) and 1 MiB write bandwidth (MB/s, as fi_pingpong
 // counts it: bytes moved both ways over the time).
-void run_pingpong(Ctx& c, xpufab::oob::Session& s, int iters, int witers) {
-  bool server = s.rank() == 0;
-  fi_addr_t peer = c.peers[server ? 1 : 0];
-  const Blob& pb = c.blobs[server ? 1 : 0];
-  uint8_t* tgt = c.buf.data();
-  uint8_t* src = c.buf.data() + kBig;
-  fi_cq_data_entry e{};
-  const int warm = iters / 10 + 10;
-  Clock::time_point t0;
-  for (int i = 0; i < iters + warm; ++i) {
-    if (i == warm) t0 = Clock::now();
-    CHECK(fi_recv(c.ep, tgt, 64, desc(c), FI_ADDR_UNSPEC, nullptr) == 0);
-    if (i == 0) CHECK(s.barrier() == 0);
-    if (server) {
-      ok_cq(c, &e);
-      CHECK(fi_send(c.ep, src, 64, desc(c), peer, nullptr) == 0);
-      ok_cq(c, &e);
-    } else {
-      CHECK(fi_send(c.ep, src, 64, desc(c), peer, nullptr) == 0);
-      ok_cq(c, &e);
-      ok_cq(c, &e);
-    }
-  }
-  double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters / 2;
-  CHECK(s.barrier() == 0);
+void run_pingpong(Group& g, int iters, int witers) {
+  const int other = g.s.rank() == 0 ? 1 : 0;
+  const double us = xpufab::peer::send_pingpong(g.ep, g.s, g.peers[other], 64, kTarget, kSource,
+                                                iters, iters / 10 + 10);
+  PEER_CHECK(g.s.barrier() == 0);
   // 1 MiB writes, one each way per round, each announced by a 64 B send.
-  t0 = Clock::now();
-  for (int i = 0; i < witers; ++i) {
-    CHECK(fi_recv(c.ep, tgt, 64, desc(c), FI_ADDR_UNSPEC, nullptr) == 0);
-    if (i == 0) CHECK(s.barrier() == 0);
-    if (server) ok_cq(c, &e);
-    CHECK(fi_write(c.ep, src, kBig, desc(c), peer, pb.addr + kBig, pb.key, nullptr) == 0);
-    ok_cq(c, &e);
-    CHECK(fi_send(c.ep, src, 64, desc(c), peer, nullptr) == 0);
-    ok_cq(c, &e);
-    if (!server) ok_cq(c, &e);
-  }
-  double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-  double mbs = 2.0 * witers * kBig / sec / 1e6;
-  if (!server) std::printf("RESULT latency_us %.3f bandwidth_MBps %.1f\n", us, mbs);
+  const double sec = xpufab::peer::write_pingpong(g.ep, g.s, g.peers[other], g.addrs[other], kBig,
+                                                  kSource, kSource, witers);
+  const double mbs = 2.0 * witers * kBig / sec / 1e6;
+  if (g.s.rank() != 0) std::printf("RESULT latency_us %.3f bandwidth_MBps %.1f\n", us, mbs);
   std::fflush(stdout);
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(g.s.barrier() == 0);
 }
 
 // Every rank sends `per_peer` 64 B messages to every other rank, a window at a time; rank 0
 // prints the aggregate rate.
-void run_alltoall(Ctx& c, xpufab::oob::Session& s, int per_peer) {
-  const int n = s.size();
-  const int me = s.rank();
+void run_alltoall(Group& g, int per_peer) {
+  Endpoint& c = g.ep;
+  const int n = g.s.size();
+  const int me = g.s.rank();
   const int expect = per_peer * (n - 1);
   const int window = 64;
-  uint8_t* tgt = c.buf.data();
-  uint8_t* src = c.buf.data() + kBig;
+  uint8_t* tgt = c.at(kTarget);
+  uint8_t* src = c.at(kSource);
   int posted_rx = 0;
   for (; posted_rx < std::min(expect, 1024); ++posted_rx) {
-    CHECK(fi_recv(c.ep, tgt + (posted_rx % 1024) * 64, 64, desc(c), FI_ADDR_UNSPEC, nullptr) == 0);
+    PEER_CHECK(fi_recv(c.ep(), tgt + (posted_rx % 1024) * 64, 64, c.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
   }
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(g.s.barrier() == 0);
   auto t0 = Clock::now();
   int sent = 0, tx_done = 0, rx_done = 0;
   const int total_tx = per_peer * (n - 1);
@@ -219,28 +88,28 @@ void run_alltoall(Ctx& c, xpufab::oob::Session& s, int per_peer) {
   while (tx_done < total_tx || rx_done < expect) {
     while (sent < total_tx && sent - tx_done < window) {
       int dst = (me + 1 + sent % (n - 1)) % n;
-      ssize_t rc = fi_send(c.ep, src, 64, desc(c), c.peers[dst], nullptr);
+      ssize_t rc = fi_send(c.ep(), src, 64, c.desc(), g.peers[dst], nullptr);
       if (rc == -FI_EAGAIN) break;
-      CHECK(rc == 0);
+      PEER_CHECK(rc == 0);
       ++sent;
     }
-    ssize_t got = fi_cq_read(c.cq, e, 16);
+    ssize_t got = fi_cq_read(c.cq(), e, 16);
     if (got == -FI_EAGAIN) {
-      CHECK(Clock::now() < end);
+      PEER_CHECK(Clock::now() < end);
       continue;
     }
     if (got == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      fi_cq_readerr(c.cq, &err, 0);
+      fi_cq_readerr(c.cq(), &err, 0);
       std::fprintf(stderr, "alltoall: error completion err %d prov_errno %d\n", err.err, err.prov_errno);
       std::exit(1);
     }
-    CHECK(got > 0);
+    PEER_CHECK(got > 0);
     for (ssize_t i = 0; i < got; ++i) {
       if (e[i].flags & FI_RECV) {
         ++rx_done;
         if (posted_rx < expect) {
-          CHECK(fi_recv(c.ep, tgt + (posted_rx % 1024) * 64, 64, desc(c), FI_ADDR_UNSPEC, nullptr) == 0);
+          PEER_CHECK(fi_recv(c.ep(), tgt + (posted_rx % 1024) * 64, 64, c.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
           ++posted_rx;
         }
       } else {
@@ -248,16 +117,15 @@ void run_alltoall(Ctx& c, xpufab::oob::Session& s, int per_peer) {
       }
     }
   }
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(g.s.barrier() == 0);
   double sec = std::chrono::duration<double>(Clock::now() - t0).count();
   if (me == 0) std::printf("RESULT messages_per_s %.0f\n", static_cast<double>(total_tx) * n / sec);
   std::fflush(stdout);
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(g.s.barrier() == 0);
 }
 
 // An opened, enabled, unused device: the CPU its threads take over a few seconds.
-void run_idle(Ctx& c, xpufab::oob::Session& s, double seconds) {
-  (void)c;
+void run_idle(Group& g, double seconds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past any spin phase
   rusage r0, r1;
   getrusage(RUSAGE_SELF, &r0);
@@ -267,9 +135,9 @@ void run_idle(Ctx& c, xpufab::oob::Session& s, double seconds) {
   double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
   double cpu = tv(r1.ru_utime) - tv(r0.ru_utime) + tv(r1.ru_stime) - tv(r0.ru_stime);
-  if (s.rank() == 0) std::printf("RESULT idle_core_percent %.3f\n", 100.0 * cpu / wall);
+  if (g.s.rank() == 0) std::printf("RESULT idle_core_percent %.3f\n", 100.0 * cpu / wall);
   std::fflush(stdout);
-  CHECK(s.barrier() == 0);
+  PEER_CHECK(g.s.barrier() == 0);
 }
 
 int peer_main(int argc, char** argv) {
@@ -283,20 +151,28 @@ int peer_main(int argc, char** argv) {
   int arg = argc > 6 ? std::atoi(argv[6]) : 0;
   o.timeout_ms = 30000;
   xpufab::oob::Session s;
-  CHECK(s.open(o) == 0);
-  Ctx c;
-  setup(c, s, mode == "pingpong" ? arg : 0);
+  PEER_CHECK(s.open(o) == 0);
+  xpufab::peer::EndpointOptions eo;
+  eo.buffer_bytes = 2 * kBig;
+  eo.cq_size = 4096;
+  // Idle endpoints share the CQ: the figure is about QPs on the device, not CQs to drain.
+  eo.extra_eps = mode == "pingpong" ? arg : 0;
+  Endpoint ep(eo);
+  Group g{ep, s, xpufab::peer::exchange(s, ep.address()), {}};
+  g.peers.assign(g.addrs.size(), FI_ADDR_UNSPEC);
+  for (size_t r = 0; r < g.addrs.size(); ++r) {
+    if (static_cast<int>(r) != s.rank()) g.peers[r] = ep.insert(g.addrs[r]);
+  }
   if (mode == "pingpong") {
-    run_pingpong(c, s, std::atoi(std::getenv("BENCH_ITERS") ? std::getenv("BENCH_ITERS") : "5000"),
+    run_pingpong(g, std::atoi(std::getenv("BENCH_ITERS") ? std::getenv("BENCH_ITERS") : "5000"),
                  std::atoi(std::getenv("BENCH_WITERS") ? std::getenv("BENCH_WITERS") : "100"));
   } else if (mode == "alltoall") {
-    run_alltoall(c, s, arg > 0 ? arg : 1000);
+    run_alltoall(g, arg > 0 ? arg : 1000);
   } else if (mode == "idle") {
-    run_idle(c, s, arg > 0 ? arg : 3);
+    run_idle(g, arg > 0 ? arg : 3);
   } else {
     return 2;
   }
-  teardown(c);
   return 0;
 }
 
@@ -310,9 +186,9 @@ struct Proc {
 // Starts argv with env additions, stdout to a pipe.
 Proc spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   int p[2];
-  CHECK(pipe(p) == 0);
+  PEER_CHECK(pipe(p) == 0);
   pid_t pid = fork();
-  CHECK(pid >= 0);
+  PEER_CHECK(pid >= 0);
   if (pid == 0) {
     dup2(p[1], 1);
     close(p[0]);
@@ -369,7 +245,7 @@ double field(const std::string& text, const std::string& key) {
 std::string self_exe() {
   char b[4096];
   ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
-  CHECK(n > 0);
+  PEER_CHECK(n > 0);
   b[n] = 0;
   return b;
 }

@@ -74,7 +74,7 @@ caps_clear=${FI_EFA_EMU_CAPS_CLEAR:-$(sed -n 's/^emu_caps_clear: //p' "$out/info
 echo "emulator caps cleared: $caps_clear"
 
 # Test names in the order the suite runs them.
-"$bin/bringup_conformance" --gtest_list_tests --gtest_filter="$filter" >"$out/list.txt" 2>&1 ||
+XPUFAB_CONFORMANCE_BACKEND=emu "$bin/bringup_conformance" --gtest_list_tests --gtest_filter="$filter" >"$out/list.txt" 2>&1 ||
   { cat "$out/list.txt"; exit 1; }
 tests=$(awk '/^[^ ]/ {suite=$1} /^  [^ ]/ {print suite $1}' "$out/list.txt")
 [ -n "$tests" ] || { echo "xpufab_bringup: no conformance test matches $filter" >&2; exit 2; }

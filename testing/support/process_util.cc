@@ -1,4 +1,4 @@
-#include "testing/multiproc/process_util.h"
+#include "testing/support/process_util.h"
 
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,8 +1,8 @@
 // Helpers for tests that run peer processes: a free TCP port for the out-of-band rendezvous,
 // the test's scratch directory, and spawning/reaping peers with a deadline so a stuck peer fails
 // the test instead of hanging it.
-#ifndef XPUFAB_TESTING_MULTIPROC_PROCESS_UTIL_H_
-#define XPUFAB_TESTING_MULTIPROC_PROCESS_UTIL_H_
+#ifndef XPUFAB_TESTING_SUPPORT_PROCESS_UTIL_H_
+#define XPUFAB_TESTING_SUPPORT_PROCESS_UTIL_H_
 
 #include <sys/types.h>
 
@@ -28,4 +28,4 @@ int wait_exit(pid_t pid, int seconds);
 
 }  // namespace xpufab::testing
 
-#endif  // XPUFAB_TESTING_MULTIPROC_PROCESS_UTIL_H_
+#endif  // XPUFAB_TESTING_SUPPORT_PROCESS_UTIL_H_
