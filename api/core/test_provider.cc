@@ -224,7 +224,6 @@ int TestProvider::fabric(fi_fabric_attr* attr, fid_fabric** fabric_p, void* cont
   tf->fabric.fid.context = context;
   tf->fabric.fid.ops = &g_fabric_fid_ops;
   tf->fabric.ops = &g_fabric_ops;
-  tf->fabric.api_version = api_version_;
   tf->prov = this;
   open_fabrics++;
   *fabric_p = &tf->fabric;
