@@ -5,27 +5,32 @@
  * fi_poll_add() and a CQ/counter/EQ opened with FI_WAIT_SET hand the core a
  * plain `struct fid *`.  Objects that can be watched (the core's EQs, a
  * provider's CQs and counters) therefore derive from Pollable and register
- * themselves under their fid while open:
+ * themselves under their fid while open.  Pollable is polymorphic, so an
+ * object whose C handle must stay at offset 0 holds it as a member:
  *
- *   class EfaCq : public core::Pollable {
- *     fid* pollable_fid() override { return &cq.fid; }
- *     FidRefs& pollable_refs() override { return refs; }
- *     bool has_event() override { progress(); return !staged.empty(); }
- *     int pollable_fd() override { return bcq->event_fd(); }   // optional
+ *   struct EfaCq;
+ *   struct CqPollable : core::Pollable {
+ *     EfaCq* cq;
+ *     fid* pollable_fid() override { return &cq->cq.fid; }
+ *     FidRefs& pollable_refs() override { return cq->refs; }
+ *     bool has_event() override;      // progress, then "anything staged?"
+ *     int pollable_fd() override;     // the backend CQ's event fd, or -1
  *   };
- *   open:  core::register_pollable(cq);
+ *   open:  core::register_pollable(&cq->pollable);
  *   close: refs.try_close() first (a set holding the CQ makes it -FI_EBUSY),
- *          then core::unregister_pollable(cq);
- *   on each new entry the object itself produces: cq->wake_watchers();
+ *          then core::unregister_pollable(&cq->pollable);
+ *   on each new entry the object itself produces: pollable.wake_watchers();
  *
  * A watcher (a wait set) blocks until one of three things happens: a member
  * calls wake_watchers(), a member's pollable_fd() becomes readable, or the
  * timeout expires.  An object whose events appear without any code of its own
  * running (a NIC writing completions) must offer a pollable_fd() that the NIC
- * signals; the others call wake_watchers() when they add an event.
+ * signals (and keep it armed: a has_event() that answers false is the place
+ * to re-arm it); the others call wake_watchers() when they add an event.
  *
- * Thread-safety: every function may be called from any thread.  has_event()
- * is called without any core lock held.
+ * Thread-safety: every function may be called from any thread.  Sets call
+ * has_event() with their own lock held, so it must not add or remove members
+ * of a set; calling wake_watchers() from it is fine.
  */
 #ifndef XPUFAB_API_CORE_POLLABLE_H_
 #define XPUFAB_API_CORE_POLLABLE_H_
