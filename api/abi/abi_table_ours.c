@@ -8,6 +8,10 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_trigger.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_ext.h>
+#include <rdma/providers/fi_log.h>
 
 #if FI_MAJOR_VERSION != 2 || FI_MINOR_VERSION != 7
 #error "abi_table_ours must be built against the xpufab headers"

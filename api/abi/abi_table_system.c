@@ -10,6 +10,10 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_trigger.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_ext.h>
+#include <rdma/providers/fi_log.h>
 
 #if FI_MAJOR_VERSION != 1 || FI_MINOR_VERSION != 17
 #error "abi_table_system must be built against libfabric 1.17 headers"

@@ -6,6 +6,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_ext.h>
+#include <rdma/fi_profile.h>
 #include <rdma/fi_xpu.h>
 
 #include "gtest/gtest.h"
@@ -91,6 +93,40 @@ TEST(AbiXpu, AppendedFieldsAreLast) {
   EXPECT_EQ(offsetof(fi_ops_ep, export_xpu), 64u);
   EXPECT_EQ(offsetof(fi_ops_cq, export_xpu), 64u);
   EXPECT_EQ(offsetof(fi_ops_cntr, export_xpu), 64u);
+}
+
+// fi_ext.h: the EFA options 2.x appended after the one 1.17 had (which
+// abi_compare_test checks against 1.17).
+TEST(AbiXpu, EfaOptionsOf2x) {
+  EXPECT_EQ(FI_OPT_EFA_RNR_RETRY, -(0xefa << 16));
+  EXPECT_EQ(FI_OPT_EFA_EMULATED_READ, FI_OPT_EFA_RNR_RETRY + 1);
+  EXPECT_EQ(FI_OPT_EFA_EMULATED_WRITE, FI_OPT_EFA_RNR_RETRY + 2);
+  EXPECT_EQ(FI_OPT_EFA_EMULATED_ATOMICS, FI_OPT_EFA_RNR_RETRY + 3);
+  EXPECT_EQ(FI_OPT_EFA_USE_DEVICE_RDMA, FI_OPT_EFA_RNR_RETRY + 4);
+  EXPECT_EQ(FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES, FI_OPT_EFA_RNR_RETRY + 5);
+  EXPECT_EQ(FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, FI_OPT_EFA_RNR_RETRY + 6);
+  EXPECT_EQ(FI_OPT_EFA_HOMOGENEOUS_PEERS, FI_OPT_EFA_RNR_RETRY + 7);
+  EXPECT_EQ(FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV, FI_OPT_EFA_RNR_RETRY + 8);
+}
+
+// fi_profile.h (new in 2.x), LP64.
+TEST(AbiXpu, ProfileStructs) {
+  EXPECT_EQ(FI_VAR_UNEXP_MSG_CNT, 0);
+  EXPECT_EQ(FI_VAR_OFI_MEM, 7);
+  EXPECT_EQ(FI_EVENT_UNEXP_MSG_MATCHED, 1);
+  EXPECT_EQ(fi_defined_type, 1);
+  EXPECT_EQ(offsetof(fi_profile_desc, datatype_sel), 4u);
+  EXPECT_EQ(offsetof(fi_profile_desc, datatype), 8u);
+  EXPECT_EQ(offsetof(fi_profile_desc, flags), 16u);
+  EXPECT_EQ(offsetof(fi_profile_desc, size), 24u);
+  EXPECT_EQ(offsetof(fi_profile_desc, name), 32u);
+  EXPECT_EQ(offsetof(fi_profile_desc, desc), 40u);
+  EXPECT_EQ(sizeof(fi_profile_desc), 48u);
+  EXPECT_EQ(sizeof(fi_profile_ops), 64u);
+  EXPECT_EQ(offsetof(fi_profile_ops, read_var), 32u);
+  EXPECT_EQ(offsetof(fi_profile_ops, end_reads), 56u);
+  EXPECT_EQ(sizeof(fid_profile), 32u);
+  EXPECT_EQ(offsetof(fid_profile, ops), 24u);
 }
 
 }  // namespace

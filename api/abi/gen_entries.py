@@ -13,7 +13,8 @@ import sys
 SYS = "/usr/include/rdma/"
 OURS = "api/include/rdma/"
 FILES = ["fabric.h", "fi_errno.h", "fi_eq.h", "fi_domain.h", "fi_endpoint.h",
-         "fi_cm.h", "fi_rma.h", "fi_tagged.h", "fi_atomic.h"]
+         "fi_cm.h", "fi_rma.h", "fi_tagged.h", "fi_atomic.h", "fi_trigger.h",
+         "fi_collective.h", "fi_ext.h", "providers/fi_log.h"]
 # Grown since 1.17: offsets compared, size not.
 GROWN = {"fi_ep_attr", "fi_domain_attr", "fi_cq_attr", "fi_cntr_attr",
          "fi_cq_err_entry", "fi_mr_attr", "fi_mr_modify", "fi_ops_domain",

@@ -20,6 +20,22 @@ TEST(Headers, C11TranslationUnitSeesVersion27) {
   EXPECT_EQ(all_headers_c11_xpu_send(&ep), -FI_ENOSYS);
 }
 
+// From C, collectives on an endpoint without them and profiling on an object
+// without ops_open fail with -FI_ENOSYS.
+TEST(Headers, C11UnsupportedCallsFailCleanly) {
+  fid_ep ep{};
+  EXPECT_EQ(all_headers_c11_barrier(&ep), -FI_ENOSYS);
+  uint64_t in = 1, out = 0;
+  EXPECT_EQ(all_headers_c11_allreduce(&ep, &in, &out), -FI_ENOSYS);
+  fi_ops ops{};
+  ops.size = offsetof(fi_ops, ops_open);  // a table from before ops_open
+  fid f{};
+  f.ops = &ops;
+  EXPECT_EQ(all_headers_c11_profile_open(&f), -FI_ENOSYS);
+  // A triggered context stands in for the operation's fi_context.
+  EXPECT_EQ(all_headers_c11_triggered_context_size(), sizeof(fi_context));
+}
+
 TEST(Headers, DeviceDispatchUnknownProviderIsEnosys) {
   fid_xpu_ep ep{};
   fid_xpu_cq cq{};

@@ -5,7 +5,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/core/eq.h"
+#include "api/core/fid.h"
 #include "api/core/info.h"
+#include "api/core/poll_set.h"
+#include "api/core/trywait.h"
+#include "api/core/wait_set.h"
 
 namespace xpufab::core::testing {
 namespace {
@@ -13,10 +18,19 @@ namespace {
 struct TestFabric {
   fid_fabric fabric;  // first: the C handle
   TestProvider* prov;
+  FidRefs refs;  // open domains, EQs and wait sets
+};
+
+struct TestDomain {
+  fid_domain domain;  // first: the C handle
+  TestFabric* fab;
+  FidRefs refs;  // open poll sets
 };
 
 int fabric_close(fid* f) {
   auto* tf = reinterpret_cast<TestFabric*>(f);
+  int rc = tf->refs.try_close();
+  if (rc) return rc;
   tf->prov->open_fabrics--;
   delete tf;
   return 0;
@@ -29,6 +43,65 @@ int no_ops_set(fid*, const char*, uint64_t, void*, void*) { return -FI_ENOSYS; }
 
 fi_ops g_fabric_fid_ops = {sizeof(fi_ops), fabric_close, no_bind, no_control,
                            no_ops_open, no_tostr, no_ops_set};
+
+int domain_close(fid* f) {
+  auto* td = reinterpret_cast<TestDomain*>(f);
+  int rc = td->refs.try_close();
+  if (rc) return rc;
+  td->fab->refs.release();
+  delete td;
+  return 0;
+}
+
+fi_ops g_domain_fid_ops = {sizeof(fi_ops), domain_close, no_bind, no_control,
+                           no_ops_open, no_tostr, no_ops_set};
+
+// The wiring a provider needs for the core's poll sets: one line.
+int domain_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** pollset) {
+  return poll_open(d, attr, pollset, &reinterpret_cast<TestDomain*>(d)->refs);
+}
+
+fi_ops_domain make_domain_ops() {
+  fi_ops_domain ops{};
+  ops.size = sizeof(ops);
+  ops.poll_open = domain_poll_open;
+  return ops;
+}
+fi_ops_domain g_domain_ops = make_domain_ops();
+
+// A bare domain: the core's poll sets are all it offers.
+int fabric_domain(fid_fabric* f, fi_info*, fid_domain** d, void* context) {
+  auto* tf = reinterpret_cast<TestFabric*>(f);
+  int rc = tf->refs.acquire();
+  if (rc) return rc;
+  auto* td = new TestDomain{};
+  td->domain.fid.fclass = FI_CLASS_DOMAIN;
+  td->domain.fid.context = context;
+  td->domain.fid.ops = &g_domain_fid_ops;
+  td->domain.ops = &g_domain_ops;
+  td->fab = tf;
+  *d = &td->domain;
+  return 0;
+}
+
+// The wiring a provider needs for the core's EQs and wait sets.
+int fabric_eq_open(fid_fabric* f, fi_eq_attr* attr, fid_eq** eq, void* context) {
+  return eq_open(f, attr, eq, context, &reinterpret_cast<TestFabric*>(f)->refs);
+}
+int fabric_wait_open(fid_fabric* f, fi_wait_attr* attr, fid_wait** waitset) {
+  return wait_open(f, attr, waitset, &reinterpret_cast<TestFabric*>(f)->refs);
+}
+
+fi_ops_fabric make_fabric_ops() {
+  fi_ops_fabric ops{};
+  ops.size = sizeof(ops);
+  ops.domain = fabric_domain;
+  ops.eq_open = fabric_eq_open;
+  ops.wait_open = fabric_wait_open;
+  ops.trywait = trywait;
+  return ops;
+}
+fi_ops_fabric g_fabric_ops = make_fabric_ops();
 
 }  // namespace
 
@@ -150,6 +223,7 @@ int TestProvider::fabric(fi_fabric_attr* attr, fid_fabric** fabric_p, void* cont
   tf->fabric.fid.fclass = FI_CLASS_FABRIC;
   tf->fabric.fid.context = context;
   tf->fabric.fid.ops = &g_fabric_fid_ops;
+  tf->fabric.ops = &g_fabric_ops;
   tf->prov = this;
   open_fabrics++;
   *fabric_p = &tf->fabric;

@@ -1,8 +1,10 @@
 /*
  * api/core/test_provider.h - a configurable provider for the core's tests
  * (testonly).  It offers whatever fi_info templates it is given, so tests
- * can drive every matching rule of fi_getinfo without real hardware, and its
- * fabric is a bare fid_fabric whose close frees it.
+ * can drive every matching rule of fi_getinfo without real hardware.  Its
+ * fabric offers the core's EQs, wait sets and fi_trywait, and bare domains
+ * that offer the core's poll sets, wired as a provider wires them; closing
+ * the fabric fails with -FI_EBUSY while those objects are open.
  *
  * Linking this library also registers, at static-initialization time, one
  * provider named "statictest" offering default_offer() (fabric "static-fab"),
