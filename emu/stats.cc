@@ -9,6 +9,7 @@ namespace xpufab {
 namespace emu {
 
 using namespace ::xpufab::backend;
+
 Stats DeviceImpl::stats() const {
   Stats s;
   uint64_t* out[] = {&s.steps, &s.doorbells, &s.wqes, &s.cqes, &s.error_cqes, &s.packets_tx,
