@@ -7,9 +7,8 @@
 // FI_EFA_EMU_FABRIC_KEY separates fabrics; FI_EFA_EMU_TIMEOUT_MS bounds how long an operation
 // to a silent peer waits before it completes with UNRESP_REMOTE. FI_EFA_EMU_ENGINE_THREAD=0 opens
 // devices without an engine thread: only threads that poll or post make progress (manual progress).
-#include <algorithm>
+// All of these, and the device's own variables, are read by emu/options_env.h.
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -21,16 +20,16 @@
 #include "emu/device.h"
 #include "emu/net/shm_fabric.h"
 #include "emu/net/udp_fabric.h"
+#include "emu/options_env.h"
 
 namespace xpufab {
 namespace emu {
 namespace {
 
 int device_count() {
-  const char* env = std::getenv("FI_EFA_EMU_DEVICES");
-  if (env == nullptr || env[0] == '\0') return 1;
-  long n = std::strtol(env, nullptr, 10);
-  return n < 1 ? 1 : (n > 64 ? 64 : static_cast<int>(n));
+  BackendEnv e;
+  backend_env(&e, nullptr);
+  return e.devices;
 }
 
 // The process-wide fabric FI_EFA_EMU_FABRIC names (null: the in-process default), created on
@@ -41,28 +40,25 @@ int process_fabric(std::shared_ptr<Fabric>* fabric_p, std::shared_ptr<net::UdpFa
   static std::shared_ptr<net::UdpFabric>* udp_fabric = nullptr;
   std::lock_guard<std::mutex> lock(mu);
   if (fabric == nullptr) {
-    const char* env = std::getenv("FI_EFA_EMU_FABRIC");
-    std::string kind = env ? env : "";
+    BackendEnv e;
+    int rc = backend_env(&e, nullptr);
+    if (rc != 0) return rc;
     std::shared_ptr<Fabric> f;
     std::shared_ptr<net::UdpFabric> u;
-    if (kind == "shm") {
+    if (e.fabric == FabricKind::kShm) {
       std::shared_ptr<net::ShmFabric> s;
-      int rc = net::ShmFabric::create(net::ShmFabricOptions(), &s);
+      rc = net::ShmFabric::create(net::ShmFabricOptions(), &s);
       if (rc != 0) return rc;
       f = s;
-    } else if (kind == "udp") {
+    } else if (e.fabric == FabricKind::kUdp) {
       net::UdpFabricOptions o;
-      if (const char* a = std::getenv("FI_EFA_EMU_UDP_ADDR")) {
-        std::string addr(a);
-        size_t colon = addr.find(':');
-        o.addr = addr.substr(0, colon);
-        if (colon != std::string::npos) o.port = static_cast<uint16_t>(std::strtoul(addr.c_str() + colon + 1, nullptr, 10));
+      if (e.has_udp_addr) {
+        o.addr = e.udp_addr;
+        o.port = e.udp_port;
       }
-      int rc = net::UdpFabric::create(o, &u);
+      rc = net::UdpFabric::create(o, &u);
       if (rc != 0) return rc;
       f = u;
-    } else if (!kind.empty() && kind != "inproc") {
-      return -EINVAL;
     }
     // Leaked on purpose: devices may outlive static destructors.
     fabric = new std::shared_ptr<Fabric>(f);
@@ -117,11 +113,18 @@ class EmuBackend : public backend::Backend {
       std::shared_ptr<net::UdpFabric> udp;
       int rc = process_fabric(&o.fabric, &udp);
       if (rc != 0) return rc;
-      if (const char* t = std::getenv("FI_EFA_EMU_TIMEOUT_MS")) {
-        uint64_t us = std::strtoull(t, nullptr, 10) * 1000;
-        if (us != 0) o.response_timeout_us = static_cast<uint32_t>(std::min<uint64_t>(us / (o.max_retransmits + 1), 1u << 30));
+      BackendEnv e;
+      rc = backend_env(&e, nullptr);
+      if (rc != 0) return rc;
+      apply_timeout_ms(e.timeout_ms, &o);
+      o.engine_thread = e.engine_thread;
+      o.log = log_to_stderr;
+      std::string err;
+      rc = device_options_from_env(&o, &err);
+      if (rc != 0) {
+        log_to_stderr("xpufab emu: " + name + ": " + err);
+        return rc;
       }
-      if (const char* e = std::getenv("FI_EFA_EMU_ENGINE_THREAD")) o.engine_thread = std::strcmp(e, "0") != 0;
       std::unique_ptr<EmuDevice> dev;
       rc = create_device(o, &dev);
       if (rc == -EEXIST) return -EBUSY;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "emu/options_env.h"
 #include "emu/test_util.h"
 
 namespace xpufab {
@@ -31,10 +32,17 @@ TEST(Profiles, NamesAndDefault) {
   EXPECT_EQ(profile_from_env(&p), -EINVAL);
   DeviceOptions o = inline_options(std::make_shared<InProcFabric>(), "gen4");
   o.profile = nullptr;
-  std::unique_ptr<EmuDevice> dev;
-  EXPECT_EQ(create_device(o, &dev), -EINVAL);
+  std::string err;
+  EXPECT_EQ(device_options_from_env(&o, &err), -EINVAL);
+  EXPECT_NE(err.find("bogus"), std::string::npos) << err;
   unsetenv("FI_EFA_EMU_PROFILE");
+  ASSERT_EQ(device_options_from_env(&o, &err), 0) << err;
+  EXPECT_EQ(o.profile, &default_profile());
+  o.profile = nullptr;  // create_device itself reads no environment: null is the newest
+  setenv("FI_EFA_EMU_PROFILE", "gen1", 1);
+  std::unique_ptr<EmuDevice> dev;
   ASSERT_EQ(create_device(o, &dev), 0);
+  unsetenv("FI_EFA_EMU_PROFILE");
   backend::DeviceAttr a;
   ASSERT_EQ(dev->query(&a), 0);
   EXPECT_EQ(a.profile, "gen4");
@@ -86,6 +94,8 @@ TEST(Profiles, CapsClearFromEnv) {
 
   DeviceOptions o = inline_options(std::make_shared<InProcFabric>(), "gen2");
   o.profile = nullptr;
+  std::string err;
+  ASSERT_EQ(device_options_from_env(&o, &err), 0) << err;
   std::unique_ptr<EmuDevice> dev;
   ASSERT_EQ(create_device(o, &dev), 0);
   unsetenv("FI_EFA_EMU_CAPS_CLEAR");

@@ -10,11 +10,9 @@
 // it early. A device kernel that only writes doorbells is noticed within the sleep period
 // (idle_sleep_max_us).
 //
-// Noticing doorbells among many QPs. Doorbells are dense 32-bit words in one page (as the doorbell
-// BAR is). Each pass compares against a shadow copy only (a) the words of objects active in the
-// last few thousand passes and (b) a fixed-size round-robin chunk of the whole page, so the cost
-// of a pass does not grow with idle QPs; a doorbell of an idle QP is noticed within
-// ceil(words / chunk) passes. After sleeping, the whole page is compared once.
+// Doorbells are dense 32-bit words in one page (as the doorbell BAR is). The cost of a pass does
+// not grow with idle QPs; a doorbell of an idle QP is noticed within a bounded number of passes,
+// and after the engine slept the whole page is compared once (emu/doorbells.h).
 //
 // Diagnostics (reported through stats, the diagnostic sink, and in strict mode as a fatal error
 // naming the QP and slot):
@@ -35,10 +33,12 @@
 // REMOTE_ERROR_BAD_DEST_QPN; a receive buffer with a bad lkey gives the receiver an RX CQE with
 // LOCAL_ERROR_INVALID_LKEY and the sender REMOTE_ERROR_BAD_STATUS; malformed WQE framing (meta
 // first/last clear, reserved bits set) completes with LOCAL_ERROR_QP_INTERNAL_ERROR without
-// moving the QP to ERR; an op the responder's generation lacks answers
+// moving the QP to ERR (every status a WQE's bytes alone decide: emu/wqe_decode.h); an op the responder's generation lacks answers
 // REMOTE_ERROR_FEATURE_MISMATCH; REMOTE_ERROR_ABORT only comes from a fault hook.
 // A CQ arm written through the CQ doorbell is sampled like any doorbell: a later doorbell write
 // with arm 0 before the engine looks hides it. Cq::arm() is exact.
+//
+// The implementation is split by responsibility; emu/device_impl.h lists the files.
 #ifndef XPUFAB_EMU_DEVICE_H_
 #define XPUFAB_EMU_DEVICE_H_
 
@@ -75,15 +75,17 @@ struct Diagnostic {
   std::string message;
 };
 
+// Everything a device is made of. create_device reads no environment: options_env.h fills
+// these from FI_EFA_EMU_* for the emu backend and for tests that want the same defaults.
 struct DeviceOptions {
   std::string name;                  // default "efa_emu<N>"
-  const Profile* profile = nullptr;  // default: FI_EFA_EMU_PROFILE or the newest generation
+  const Profile* profile = nullptr;  // default: the newest generation
   bool has_gid = false;              // default: a process-unique link-local GID
   Gid gid{};
   std::shared_ptr<Fabric> fabric;    // default: InProcFabric::process_fabric()
   bool engine_thread = true;         // false: only progress() callers drive the engine
-  bool strict = false;               // diagnostics are fatal (or FI_EFA_EMU_STRICT=1)
-  bool check_batch = false;          // kBatchExceeded (or FI_EFA_EMU_CHECK_BATCH=1); see above
+  bool strict = false;               // diagnostics are fatal
+  bool check_batch = false;          // kBatchExceeded; see above
   uint64_t seed = 1;                 // reordering and other random choices
   bool reorder = true;               // deliver packets of one batch in a seeded random order
   uint32_t max_qp = 2048;
@@ -99,16 +101,23 @@ struct DeviceOptions {
   // clock, so that a run driven by step() from one thread (engine_thread = false) is
   // deterministic, timers and fault windows included.
   uint64_t step_clock_ns = 0;
-  FaultHooks* faults = nullptr;      // not owned; wins over fault_plan and FI_EFA_EMU_FAULTS
-  // A plan in the FI_EFA_EMU_FAULTS grammar (emu/faults/plan.h), owned by the device; wins over
-  // the environment. A bad plan makes create_device fail with -EINVAL and a log line.
+  FaultHooks* faults = nullptr;      // not owned; wins over fault_plan
+  // A plan in the FI_EFA_EMU_FAULTS grammar (emu/faults/plan.h), owned by the device. A bad plan
+  // makes create_device fail with -EINVAL and a log line.
   std::string fault_plan;
-  // Record an event trace (also FI_EFA_EMU_TRACE=prefix, which writes
-  // <prefix>.<device>.json/.txt when the device is destroyed).
+  // Record an event trace of up to trace_capacity events. A trace_prefix turns tracing on and
+  // writes <prefix>.<device>.json/.txt when the device is destroyed.
   bool trace = false;
-  size_t trace_capacity = size_t{1} << 20;  // events kept (or FI_EFA_EMU_TRACE_MAX)
+  size_t trace_capacity = size_t{1} << 20;
+  std::string trace_prefix;
+  // Nonempty: write <prefix>.<device>.stats (format_stats) when the device is destroyed.
+  std::string stats_prefix;
   // Receives every diagnostic (non-strict mode). Called with the device lock held.
   std::function<void(const Diagnostic&)> diagnostic_sink;
+  // Receives the device's messages, one line each without a newline: a trace or statistics file
+  // that cannot be written, a rejected fault plan, and the strict-mode fatal diagnostic (just
+  // before the abort). Null: they are dropped. The emu backend writes them to stderr.
+  std::function<void(const std::string&)> log;
 };
 
 struct Stats {
@@ -132,10 +141,8 @@ struct QpStats {
 
 class EmuDevice;
 
-// Creates a device. Reads FI_EFA_EMU_PROFILE / FI_EFA_EMU_STRICT / FI_EFA_EMU_SEED /
-// FI_EFA_EMU_FAULTS / FI_EFA_EMU_TRACE / FI_EFA_EMU_STATS for what options leave unset. -EINVAL on
-// a bad profile name or fault plan, -EEXIST if the GID is taken on the fabric.
-// FI_EFA_EMU_STATS=prefix writes <prefix>.<device>.stats (format_stats) at destruction.
+// Creates a device from options alone (no environment; see options_env.h). -EINVAL on a bad
+// fault plan or a zero max_qp/max_cq, -EEXIST if the GID is taken on the fabric.
 int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* device_p);
 
 class EmuDevice : public backend::Device {

@@ -15,6 +15,7 @@
 
 #include "device/efa_dp.h"
 #include "emu/device.h"
+#include "emu/options_env.h"
 
 namespace xpufab {
 namespace emu {
@@ -41,6 +42,8 @@ bool setup(Side* s, std::shared_ptr<Fabric> fabric, bool engine_thread, int idle
   o.fabric = std::move(fabric);
   o.engine_thread = engine_thread;
   o.reorder = false;
+  o.log = log_to_stderr;
+  if (device_options_from_env(&o, nullptr) != 0) return false;
   if (create_device(o, &s->dev) != 0) return false;
   s->dev->alloc_pd(&s->pd);
   MrInitAttr m;

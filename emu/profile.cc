@@ -129,17 +129,6 @@ const Profile* find_profile(const std::string& name) {
 
 const Profile& default_profile() { return kProfiles[sizeof(kProfiles) / sizeof(kProfiles[0]) - 1]; }
 
-int profile_from_env(const Profile** profile_p) {
-  const char* env = std::getenv("FI_EFA_EMU_PROFILE");
-  const Profile* p = (env == nullptr || env[0] == '\0') ? &default_profile() : find_profile(env);
-  if (p == nullptr) return -EINVAL;
-  const char* clear_env = std::getenv("FI_EFA_EMU_CAPS_CLEAR");
-  uint32_t clear = 0;
-  if (clear_env != nullptr && parse_caps(clear_env, &clear) != 0) return -EINVAL;
-  *profile_p = profile_without_caps(p, clear);
-  return 0;
-}
-
 std::vector<const Profile*> all_profiles() {
   std::vector<const Profile*> v;
   for (const Profile& p : kProfiles) v.push_back(&p);

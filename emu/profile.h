@@ -32,14 +32,6 @@ struct Profile {
 const Profile* find_profile(const std::string& name);
 // The newest generation (every capability on).
 const Profile& default_profile();
-// FI_EFA_EMU_PROFILE if set (-EINVAL when it names no profile), else the default; then
-// FI_EFA_EMU_CAPS_CLEAR, if set, removes device_caps bits from that profile so the emulator can
-// mirror a real device that lacks them (hardware bring-up compares the two). Its value is a
-// comma-separated list of cap names (as caps_to_string() prints them, e.g. "cq_with_ext_mem,comp_cntr") or a numeric
-// backend::DeviceCap mask ("0x60"); -EINVAL for an unknown name or trailing garbage. The device
-// then refuses what the cleared caps stand for, exactly as it does for a generation without them.
-// The returned profile lives for the whole process.
-int profile_from_env(const Profile** profile_p);
 // `base` with `clear` removed from device_caps; the same pointer for the same arguments, never
 // freed. `base` itself when nothing changes.
 const Profile* profile_without_caps(const Profile* base, uint32_t clear);

@@ -17,6 +17,7 @@
 #include "device/efa_dp.h"
 #include "device/efa_io_defs.h"
 #include "emu/device.h"
+#include "emu/options_env.h"
 
 namespace xpufab {
 namespace emu {
@@ -173,6 +174,7 @@ inline DeviceOptions inline_options(std::shared_ptr<Fabric> fabric, const char* 
   o.unreach_timeout_us = 1000;
   o.response_timeout_us = 2000;
   o.rnr_delay_us = 1;
+  o.log = log_to_stderr;
   return o;
 }
 

@@ -1,8 +1,11 @@
-// Fuzz target: arbitrary bytes become SQ WQEs and RX descriptors of an emulated device pair. The
-// engine must never touch memory outside registered buffers and its queues, never crash, and only
-// write CQEs with statuses the hardware defines. Built two ways: with libFuzzer by
-// run_wqe_fuzzer.sh (clang, -fsanitize=fuzzer,address) and as a gtest smoke run
-// (wqe_fuzz_test.cc) over a fixed set of generated inputs.
+// Fuzz target, two stages over the same bytes. fuzz_decode: the bytes are TX WQEs given straight
+// to the decoder (emu/wqe_decode.h) for every generation and both WQE sizes; it must read nothing
+// past the WQE, and what it accepts must satisfy the generation's limits. fuzz_one: the bytes
+// become SQ WQEs and RX descriptors of an emulated device pair; the engine must never touch
+// memory outside registered buffers and its queues, never crash, and only write CQEs with
+// statuses the hardware defines. Built two ways: with libFuzzer by run_wqe_fuzzer.sh (clang,
+// -fsanitize=fuzzer,address) and as a gtest smoke run (wqe_fuzz_test.cc) over a fixed set of
+// generated inputs.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +15,8 @@
 #include "device/efa_cq.h"
 #include "device/efa_io_defs.h"
 #include "emu/device.h"
+#include "emu/profile.h"
+#include "emu/wqe_decode.h"
 
 namespace xpufab {
 namespace emu {
@@ -142,7 +147,56 @@ void steer(uint8_t* p, size_t off, uint64_t base, uint8_t sel) {
   std::memcpy(p + off, &v, 8);
 }
 
+void check_decode(const uint8_t* wqe, uint32_t wqe_size, const Profile& p) {
+  WqeDecode d = decode_wqe(wqe, wqe_size, p);
+  const WqeRequest& r = d.req;
+  if (d.status != EFA_IO_COMP_STATUS_OK && d.status != EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR &&
+      d.status != EFA_IO_COMP_STATUS_LOCAL_ERROR_UNSUPPORTED_OP &&
+      d.status != EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH) {
+    std::abort();
+  }
+  if (r.cqe_op > EFA_IO_RDMA_WRITE) std::abort();
+  if (d.status != EFA_IO_COMP_STATUS_OK) return;
+  if (r.op > EFA_IO_RDMA_WRITE) std::abort();
+  if (r.op == EFA_IO_RDMA_READ && (!(p.device_caps & kCapRdmaRead) || r.has_imm || r.is_inline)) std::abort();
+  if (r.op == EFA_IO_RDMA_WRITE && !(p.device_caps & kCapRdmaWrite)) std::abort();
+  if (r.is_inline) {
+    if (r.inline_data < wqe || r.inline_data + r.inline_len > wqe + wqe_size) std::abort();
+    if (r.op == EFA_IO_SEND && r.inline_len > p.mtu) std::abort();
+    if (r.op == EFA_IO_RDMA_WRITE && (wqe_size != EFA_IO_TX_WQE_128_SIZE || r.inline_len != r.length)) std::abort();
+  }
+  if (r.op == EFA_IO_SEND && !r.is_inline && r.num_sge > std::min<uint32_t>(p.max_sq_sge, EFA_IO_TX_DESC_NUM_BUFS)) {
+    std::abort();
+  }
+  if (r.op != EFA_IO_SEND) {
+    if (r.length > p.max_rdma_size) std::abort();
+    if (!r.is_inline && r.local.length != r.length) std::abort();
+  }
+}
+
 }  // namespace
+
+int fuzz_decode(const uint8_t* data, size_t size) {
+  for (size_t pos = 0; pos < size; pos += EFA_IO_TX_WQE_128_SIZE) {
+    size_t n = std::min<size_t>(EFA_IO_TX_WQE_128_SIZE, size - pos);
+    for (uint32_t wqe_size : {uint32_t{EFA_IO_TX_WQE_SIZE}, uint32_t{EFA_IO_TX_WQE_128_SIZE}}) {
+      // Exactly wqe_size bytes on the heap, so that a read past the WQE trips ASan.
+      std::vector<uint8_t> wqe(wqe_size, 0);
+      std::memcpy(wqe.data(), data + pos, std::min<size_t>(n, wqe_size));
+      for (const Profile* p : all_profiles()) check_decode(wqe.data(), wqe_size, *p);
+      // Well framed, so that the op and length checks run more often.
+      auto* meta = reinterpret_cast<efa_io_tx_meta_desc*>(wqe.data());
+      efa_io_tx_meta_desc_set_meta_desc(meta, 1);
+      efa_io_tx_meta_desc_set_first(meta, 1);
+      efa_io_tx_meta_desc_set_last(meta, 1);
+      efa_io_tx_meta_desc_set_meta_extension(meta, 0);
+      meta->ctrl2 &= static_cast<uint8_t>(~0xe2);
+      meta->ctrl3 &= 0x03;
+      for (const Profile* p : all_profiles()) check_decode(wqe.data(), wqe_size, *p);
+    }
+  }
+  return 0;
+}
 
 int fuzz_one(const uint8_t* data, size_t size) {
   World* w = world();
@@ -220,5 +274,6 @@ int fuzz_one(const uint8_t* data, size_t size) {
 }  // namespace xpufab
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  xpufab::emu::fuzz_decode(data, size);
   return xpufab::emu::fuzz_one(data, size);
 }

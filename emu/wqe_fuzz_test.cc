@@ -1,4 +1,4 @@
-// Runs the fuzz target over a fixed set of generated inputs on every test run (the libFuzzer
+// Runs both stages of the fuzz target over a fixed set of generated inputs on every test run (the libFuzzer
 // build in run_wqe_fuzzer.sh explores further). The target aborts on any undefined status or
 // CQE; ASan/UBSan builds of this test catch memory errors.
 #include <cstdint>
@@ -8,6 +8,7 @@
 
 namespace xpufab {
 namespace emu {
+int fuzz_decode(const uint8_t* data, size_t size);
 int fuzz_one(const uint8_t* data, size_t size);
 }  // namespace emu
 }  // namespace xpufab
@@ -26,6 +27,7 @@ TEST(WqeFuzz, GeneratedInputs) {
   for (int i = 0; i < 1500; ++i) {
     in.resize(next() % 700);
     for (uint8_t& b : in) b = static_cast<uint8_t>(next());
+    EXPECT_EQ(xpufab::emu::fuzz_decode(in.data(), in.size()), 0);
     EXPECT_EQ(xpufab::emu::fuzz_one(in.data(), in.size()), 0);
   }
 }

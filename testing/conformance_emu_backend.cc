@@ -7,6 +7,7 @@
 
 #include "api/backend/backend.h"
 #include "emu/device.h"
+#include "emu/options_env.h"
 
 namespace xpufab::testing {
 namespace {
@@ -108,8 +109,11 @@ class TestBackend : public backend::Backend {
     o.name = name;
     o.profile = &g_profile;
     o.engine_thread = g_engine_thread;
+    o.log = emu::log_to_stderr;
+    int rc = emu::device_options_from_env(&o, nullptr);
+    if (rc) return rc;
     std::unique_ptr<emu::EmuDevice> d;
-    int rc = emu::create_device(o, &d);
+    rc = emu::create_device(o, &d);
     if (rc) return rc;
     auto* td = new TestDevice(std::move(d));
     g_open = td;

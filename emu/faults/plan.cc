@@ -390,22 +390,30 @@ int parse_plan(const std::string& text, PlanSpec* spec, std::string* error) {
   return 0;
 }
 
+int read_plan_text(const std::string& value, std::string* text, std::string* error) {
+  if (value.empty() || value[0] != '@') {
+    *text = value;
+    return 0;
+  }
+  std::ifstream in(value.substr(1));
+  if (!in) {
+    if (error != nullptr) *error = "cannot read fault plan file '" + value.substr(1) + "'";
+    return -EINVAL;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *text = ss.str();
+  return 0;
+}
+
 int plan_from_env(PlanSpec* spec, bool* present, std::string* error) {
   *present = false;
   const char* env = std::getenv("FI_EFA_EMU_FAULTS");
   if (env == nullptr || env[0] == '\0') return 0;
   *present = true;
-  std::string text = env;
-  if (text[0] == '@') {
-    std::ifstream in(text.substr(1));
-    if (!in) {
-      if (error != nullptr) *error = "cannot read fault plan file '" + text.substr(1) + "'";
-      return -EINVAL;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  std::string text;
+  int rc = read_plan_text(env, &text, error);
+  if (rc != 0) return rc;
   return parse_plan(text, spec, error);
 }
 

@@ -86,6 +86,10 @@ struct PlanSpec {
 // 0, or -EINVAL with *error naming the offending item.
 int parse_plan(const std::string& text, PlanSpec* spec, std::string* error);
 
+// The plan text a FI_EFA_EMU_FAULTS value stands for: the value itself, or for "@path" the
+// file's contents. 0, or -EINVAL with *error for a file that cannot be read.
+int read_plan_text(const std::string& value, std::string* text, std::string* error);
+
 // Reads FI_EFA_EMU_FAULTS. Sets *present to whether it is set and non-empty; "@path" reads the
 // plan from a file. 0, or -EINVAL (bad plan, unreadable file) with *error.
 int plan_from_env(PlanSpec* spec, bool* present, std::string* error);

@@ -8,6 +8,7 @@
 #include "device/efa_dp.h"
 #include "device/efa_io_defs.h"
 #include "emu/faults/plan.h"
+#include "emu/options_env.h"
 
 namespace xpufab {
 namespace emu {
@@ -47,6 +48,9 @@ std::string open_node(Node* n, const Workload& w, const std::string& plan, const
   o.max_retransmits = w.max_retransmits;
   o.rnr_delay_us = 5;
   o.seed = w.seed;
+  o.log = log_to_stderr;
+  std::string env_error;
+  if (device_options_from_env(&o, &env_error) != 0) return env_error;
   if (create_device(o, &n->dev) != 0) return std::string("create_device ") + name;
   n->buf.assign(size_t{w.window} * kSlot * 4, 0);
   if (n->dev->alloc_pd(&n->pd) != 0) return "alloc_pd";

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "emu/faults/plan.h"
+#include "emu/options_env.h"
 #include "emu/test_util.h"
 
 namespace xpufab {
@@ -213,6 +214,7 @@ TEST(FaultPlanInstall, BadPlanFailsDeviceCreation) {
   DeviceOptions o;
   o.fabric = std::make_shared<InProcFabric>();
   o.engine_thread = false;
+  o.log = log_to_stderr;
   std::unique_ptr<EmuDevice> dev;
   o.fault_plan = "drop=0.1;colour=blue";
   ::testing::internal::CaptureStderr();
@@ -221,12 +223,12 @@ TEST(FaultPlanInstall, BadPlanFailsDeviceCreation) {
   EXPECT_NE(log.find("colour"), std::string::npos) << log;
   o.fault_plan.clear();
   setenv("FI_EFA_EMU_FAULTS", "drop=2", 1);
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(create_device(o, &dev), -EINVAL);
-  log = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("FI_EFA_EMU_FAULTS"), std::string::npos) << log;
-  EXPECT_NE(log.find("drop=2"), std::string::npos) << log;
+  std::string err;
+  EXPECT_EQ(device_options_from_env(&o, &err), -EINVAL);
+  EXPECT_NE(err.find("FI_EFA_EMU_FAULTS"), std::string::npos) << err;
+  EXPECT_NE(err.find("drop=2"), std::string::npos) << err;
   setenv("FI_EFA_EMU_FAULTS", "seed=1;drop=0.5", 1);
+  ASSERT_EQ(device_options_from_env(&o, &err), 0) << err;
   EXPECT_EQ(create_device(o, &dev), 0);
   unsetenv("FI_EFA_EMU_FAULTS");
 }

@@ -1,0 +1,300 @@
+// The emulated device's internal class, shared by the .cc files that implement it, one per
+// responsibility:
+//   device.cc       construction, destruction, query, diagnostics, create_device
+//   control.cc      control verbs: PD, MR, CQ, QP, AH and counter objects, key checks
+//   qp_state.cc     the QP state machine, failing a QP, flushing its queues
+//   doorbells.cc    the doorbell page and what a changed doorbell means
+//   requester.cc    SQ processing, WQE execution, sending, timers, responses
+//   responder.cc    arriving packets: receive WQEs, executing requests, answering
+//   completions.cc  CQE writing (delays, overruns), TX/RX completions, counters
+//   engine.cc       the engine pass, packet arrival and fault decisions, the engine thread
+//   stats.cc        statistics
+// Internal to emu/: other packages use device.h.
+//
+// Locking: mu_ guards every table and all engine state; the engine (step_locked) and every
+// control call run under it. Packets arrive on inbox_mu_ (never held together with mu_ of another
+// device), so two devices sending to each other cannot deadlock. The only state shared with
+// applications without a lock is queue memory: doorbell words (atomic 32-bit accesses on both
+// sides), WQEs (read after an acquire load of the doorbell that covers them), CQE flags (written
+// with a release store after the rest of the entry) and counters (atomic adds).
+#ifndef XPUFAB_EMU_DEVICE_IMPL_H_
+#define XPUFAB_EMU_DEVICE_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "api/backend/backend.h"
+#include "device/efa_io_defs.h"
+#include "emu/device.h"
+#include "emu/doorbells.h"
+#include "emu/fabric.h"
+#include "emu/fault.h"
+#include "emu/objects.h"
+#include "emu/profile.h"
+#include "emu/trace/trace.h"
+
+namespace xpufab {
+namespace emu {
+
+constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
+
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+class DeviceImpl : public EmuDevice, public PacketSink {
+ public:
+  DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shared_ptr<Fabric> fabric, Gid gid,
+             std::string name, std::unique_ptr<FaultHooks> own_faults);
+  ~DeviceImpl() override;
+  int init();
+
+  // backend::Device
+  int query(backend::DeviceAttr* attr) const override;
+  int alloc_pd(backend::Pd** pd_p) override;
+  int dealloc_pd(backend::Pd* pd) override;
+  int reg_mr(backend::Pd* pd, const backend::MrInitAttr& attr, backend::Mr** mr_p) override;
+  int dereg_mr(backend::Mr* mr) override;
+  int create_cq(const backend::CqInitAttr& attr, backend::Cq** cq_p) override;
+  int destroy_cq(backend::Cq* cq) override;
+  int create_qp(const backend::QpInitAttr& attr, backend::Qp** qp_p) override;
+  int destroy_qp(backend::Qp* qp) override;
+  int create_ah(backend::Pd* pd, const uint8_t gid[16], backend::Ah** ah_p) override;
+  int destroy_ah(backend::Ah* ah) override;
+  int create_comp_cntr(const backend::CompCntrInitAttr& attr, backend::CompCntr** cntr_p) override;
+  int destroy_comp_cntr(backend::CompCntr* cntr) override;
+  int local_address(const backend::Qp* qp, uint8_t gid[16], uint32_t* qpn,
+                    uint32_t* qkey) const override;
+  int set_qp_failed(backend::Qp* qp, int status) override;
+  void set_event_handler(backend::EventHandler* handler) override;
+  int progress(int budget) override;
+
+  // EmuDevice
+  Stats stats() const override;
+  std::vector<QpStats> qp_stats() const override;
+  const Trace* trace() const override { return trace_.get(); }
+  const Profile& profile() const override { return *profile_; }
+  Gid gid() const override { return gid_; }
+  int step(int budget) override;
+  void kick() override;
+
+  // PacketSink
+  void deliver(Packet&& pkt) override;
+
+  // Called by objects, under mu_.
+  int modify_qp_locked(EmuQp* qp, const backend::QpAttr& attr, uint32_t mask);
+  int arm_cq(EmuCq* cq);
+  // A handle is trusted (and its dynamic type used) only once it is found among live objects, so
+  // a stale or foreign handle gets -EINVAL instead of a use-after-free. Call under mu_.
+  template <class T, class B>
+  T* live_as(B* handle) const {
+    return handle != nullptr && live_.count(static_cast<const void*>(handle)) ? static_cast<T*>(handle)
+                                                                              : nullptr;
+  }
+
+  mutable std::mutex mu_;
+  std::set<const void*> live_;  // every live object, by its backend:: base address (mu_)
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> v[22 + 6];
+  };
+  enum Stat {
+    kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
+    kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
+    kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0
+  };
+  // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
+  // relaxed loads.
+  void bump(int s, uint64_t n = 1) {
+    stats_.v[s].store(stats_.v[s].load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  int step_locked(int budget);
+  // Trace points cost one test of trace_ when tracing is off.
+  void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
+          uint64_t arg) {
+    TraceEvent e;
+    e.t_ns = step_now_;
+    e.kind = k;
+    e.a = a;
+    e.b = b;
+    e.status = status;
+    e.qpn = qpn;
+    e.slot = slot;
+    e.len = len;
+    e.arg = arg;
+    trace_->add(e);
+  }
+  // Asks the fault hooks; counts and traces what they inject. Only with opt_.faults set.
+  FaultDecision ask(FaultContext ctx, uint64_t arg);
+  // Packets: the arrival path (fault decision, then execution).
+  void receive_packets(int* work);
+  void process_packet(Packet& p, int* work);
+  void release_cqes();
+  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  void scan_doorbells(int* work);
+  void on_doorbell(uint32_t index, uint32_t value, int* work);
+  int process_sq(EmuQp* qp, int budget);
+  void execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe);
+  void start_op(TxOp&& op);
+  void send_packet(TxOp* op, uint64_t token);
+  void handle_request(Packet& pkt);
+  void handle_response(Packet& pkt);
+  void fire_timers();
+  // Response timeouts share one duration, so they expire in arming order and a FIFO suffices;
+  // RNR and unreachable timers go to the heap.
+  void arm_timer(uint64_t token, uint64_t when, bool fifo);
+  void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
+                   bool comp_req);
+  void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  void count(EmuQp* qp, uint32_t cntr_op, bool ok);
+  void flush_qp(EmuQp* qp);
+  void flush_rq(EmuQp* qp);
+  // Counts, traces and reports a diagnostic; in strict mode logs it and aborts.
+  void diag(DiagKind kind, uint32_t qpn, uint32_t slot, const char* detail);
+  // One line to DeviceOptions::log (dropped without a sink).
+  void log(const std::string& line) const {
+    if (opt_.log) opt_.log(line);
+  }
+  EmuQp* qp_by_num(uint32_t qpn);
+  EmuAh* ah_for_gid(const EmuPd* pd, const Gid& gid);
+  // Local/remote buffer checks; write the host pointer on success.
+  bool check_key(const EmuPd* pd, uint32_t key, uint64_t addr, uint64_t len, uint32_t access,
+                 uint8_t** host_p);
+  struct RxWqe {
+    uint16_t req_id = 0;
+    uint32_t ndesc = 0;
+    efa_io_rx_desc desc[16];
+  };
+  // 1: got one; 0: RQ empty; -1: malformed (consumed and diagnosed).
+  int take_rx_wqe(EmuQp* qp, RxWqe* rx);
+  void rx_cqe(EmuQp* qp, uint16_t req_id, uint8_t status, uint8_t op, uint32_t len, const Packet& pkt,
+              bool unsolicited);
+  void engine_loop();
+  // Reports CQ overruns found by the last pass; call without mu_ held.
+  void notify_pending();
+  void set_failed_locked(EmuQp* qp, int status, std::vector<EmuQp*>* failed);
+  void notify_failed(const std::vector<EmuQp*>& failed, int status);
+
+  DeviceOptions opt_;
+  const Profile* profile_;
+  std::shared_ptr<Fabric> fabric_;
+  Gid gid_;
+  std::string name_;
+  std::unique_ptr<FaultHooks> own_faults_;  // a plan from DeviceOptions::fault_plan
+  std::unique_ptr<Trace> trace_;
+  bool attached_ = false;
+  backend::EventHandler* handler_ = nullptr;
+
+  // Tables (mu_).
+  uint32_t next_pd_ = 1;
+  std::set<EmuPd*> pds_;
+  std::vector<EmuMr*> mrs_;         // index = key & 0xffff - 1
+  std::vector<uint8_t> mr_gen_;
+  std::vector<EmuAh*> ahs_;         // index = ahn
+  std::set<EmuCq*> cqs_;
+  std::set<EmuCntr*> cntrs_;
+  std::vector<EmuQp*> qps_;         // index = qpn
+  uint32_t next_qpn_ = 1;
+
+  // Doorbell page (doorbells.h).
+  DoorbellPage db_;
+  uint64_t pass_ = 0;
+  uint64_t step_now_ = 0;  // clock read once per pass; timers have microsecond granularity
+
+  std::vector<EmuQp*> sq_pending_;  // QPs with doorbelled WQEs not yet fetched
+  std::vector<EmuCq*> overrun_notify_;  // CQs to report to the handler once mu_ is released
+
+  // Operations in flight (mu_), in reusable slots; token = generation << 32 | slot.
+  struct OpSlot {
+    TxOp op;
+    uint32_t gen = 0;
+    bool used = false;
+  };
+  std::vector<OpSlot> op_slots_;
+  std::vector<uint32_t> op_free_;
+  TxOp* find_op(uint64_t token) {
+    uint32_t idx = static_cast<uint32_t>(token);
+    if (idx >= op_slots_.size()) return nullptr;
+    OpSlot& s = op_slots_[idx];
+    return s.used && s.gen == static_cast<uint32_t>(token >> 32) ? &s.op : nullptr;
+  }
+  void erase_op(uint64_t token) {
+    uint32_t idx = static_cast<uint32_t>(token);
+    OpSlot& s = op_slots_[idx];
+    s.used = false;
+    s.op = TxOp();
+    op_free_.push_back(idx);
+  }
+  uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }
+  using Timer = std::pair<uint64_t, uint64_t>;  // (when, token)
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  std::deque<Timer> response_timers_;
+  std::set<Gid> responded_peers_;
+  bool have_last_peer_ = false;
+  Gid last_peer_{};  // the last entry added to responded_peers_ (saves a lookup per response)
+  // Packets can be lost (lossy fabric or a fault plan): requests are kept for retransmission
+  // and responders remember what they executed.
+  bool may_lose_ = true;
+  bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
+  // At-most-once: executed (peer, token) -> status, bounded FIFO.
+  struct KeyHash {
+    size_t operator()(const std::pair<Gid, uint64_t>& k) const {
+      uint64_t h = k.second * 0x9e3779b97f4a7c15ull;
+      for (uint8_t b : k.first) h = (h ^ b) * 0x100000001b3ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<std::pair<Gid, uint64_t>, uint8_t, KeyHash> executed_;
+  std::deque<std::pair<Gid, uint64_t>> executed_order_;
+  uint64_t rng_;
+
+  // Inbox.
+  std::mutex inbox_mu_;
+  std::vector<Packet> inbox_;
+  std::atomic<size_t> inbox_size_{0};
+  std::vector<Packet> work_pkts_;
+  // Packets a fault plan holds back (reordering: released after `left` later packets or at pass
+  // `until`) or delays (released at a time).
+  struct Held {
+    Packet pkt;
+    uint32_t left;
+    uint64_t until;
+  };
+  std::vector<Held> held_;
+  std::multimap<uint64_t, Packet> delayed_pkts_;
+  std::vector<EmuCq*> cq_delayed_;  // CQs with delayed CQEs
+
+  // Engine thread.
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool wake_ = false;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> last_caller_ns_{0};
+
+  Counters stats_;
+};
+
+}  // namespace emu
+}  // namespace xpufab
+
+#endif  // XPUFAB_EMU_DEVICE_IMPL_H_

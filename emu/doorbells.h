@@ -1,0 +1,107 @@
+// The doorbell page of an emulated device and the scan that notices writes to it.
+//
+// Doorbells are dense 32-bit words in one page (as the doorbell BAR is), written by applications
+// and device kernels with atomic stores. The engine compares words against a shadow copy: each
+// pass looks at (a) the words of objects active in the last kHotPasses passes and (b) a
+// fixed-size round-robin chunk of the whole page, so the cost of a pass does not grow with idle
+// QPs; a doorbell of an idle QP is noticed within ceil(words / kScanChunk) passes. After the
+// engine slept, the whole page is compared once (request_full_scan).
+//
+// Internal to emu/. Guarded by the device's mu_, except the words themselves.
+#ifndef XPUFAB_EMU_DOORBELLS_H_
+#define XPUFAB_EMU_DOORBELLS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace xpufab {
+namespace emu {
+
+enum class DbKind : uint8_t { kNone, kSq, kRq, kCq };
+
+struct DbOwner {
+  DbKind kind = DbKind::kNone;
+  void* obj = nullptr;
+  uint64_t hot_until = 0;   // pass number
+  uint64_t stalled_in = 0;  // pass in which a fault hook stalled this doorbell
+};
+
+inline uint32_t load_db(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+
+class DoorbellPage {
+ public:
+  static constexpr uint32_t kScanChunk = 128;   // words compared per pass besides hot ones
+  static constexpr uint64_t kHotPasses = 4096;  // passes a word stays hot after activity
+
+  DoorbellPage() = default;
+  DoorbellPage(const DoorbellPage&) = delete;
+  DoorbellPage& operator=(const DoorbellPage&) = delete;
+  ~DoorbellPage();
+
+  // Page-aligned, zeroed words for `capacity` doorbells. -ENOMEM.
+  int init(uint32_t capacity);
+  // A zeroed word owned by `obj`. -ENOMEM when the page is full.
+  int alloc(DbKind kind, void* obj, uint32_t* index_p);
+  // The word is free for reuse; a stale hot entry drops out by itself (it has no owner).
+  void free(uint32_t index);
+  // Takes the word out of the hot set now (its owner is going away).
+  void forget_hot(uint32_t index);
+
+  uint32_t* word(uint32_t index) { return &words_[index]; }
+  DbOwner& owner(uint32_t index) { return owner_[index]; }
+  void set_shadow(uint32_t index, uint32_t value) { shadow_[index] = value; }
+  // The word was active in pass `pass`: compare it every pass for the next kHotPasses.
+  void mark_hot(uint32_t index, uint64_t pass);
+  void request_full_scan() { full_scan_ = true; }
+
+  // Calls on_change(index, value) for each owned word that differs from its shadow and that no
+  // fault stalled in this pass. on_change updates the shadow (set_shadow) when it accepts the
+  // value.
+  template <class F>
+  void scan(uint64_t pass, F&& on_change) {
+    auto check = [&](uint32_t i) {
+      uint32_t v = load_db(&words_[i]);
+      if (v != shadow_[i] && owner_[i].kind != DbKind::kNone && owner_[i].stalled_in != pass) {
+        on_change(i, v);
+      }
+    };
+    if (full_scan_) {
+      full_scan_ = false;
+      for (uint32_t i = 0; i < high_; ++i) check(i);
+      return;
+    }
+    for (size_t h = 0; h < hot_.size();) {
+      uint32_t i = hot_[h];
+      check(i);
+      if (owner_[i].hot_until < pass) {
+        is_hot_[i] = 0;
+        hot_[h] = hot_.back();
+        hot_.pop_back();
+      } else {
+        ++h;
+      }
+    }
+    for (uint32_t n = 0; n < kScanChunk && high_ != 0; ++n) {
+      if (cursor_ >= high_) cursor_ = 0;
+      check(cursor_++);
+    }
+  }
+
+ private:
+  uint32_t* words_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t high_ = 0;  // words ever handed out
+  std::vector<uint32_t> shadow_;
+  std::vector<DbOwner> owner_;
+  std::vector<uint32_t> free_;
+  std::vector<uint32_t> hot_;  // indices recently active
+  std::vector<uint8_t> is_hot_;
+  uint32_t cursor_ = 0;
+  bool full_scan_ = true;
+};
+
+}  // namespace emu
+}  // namespace xpufab
+
+#endif  // XPUFAB_EMU_DOORBELLS_H_

@@ -1,0 +1,333 @@
+// The engine: one bounded pass (step_locked) over arrived packets, delayed CQEs, doorbells, SQs
+// and timers; the callers that drive it (step, progress) and the optional engine thread. Also the
+// arrival side of the fault hooks (drop, duplicate, corrupt, hold, delay) and fault decisions.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "emu/device_impl.h"
+
+namespace xpufab {
+namespace emu {
+
+using namespace ::xpufab::backend;
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+uint64_t next_rand(uint64_t* s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// CRC-32C of the fields that travel and the payload: the link checksum a corrupted packet fails.
+uint32_t packet_crc(const Packet& p) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xffffffffu;
+  auto feed = [&](const void* data, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) crc = table[(crc ^ b[i]) & 0xff] ^ (crc >> 8);
+  };
+  uint8_t small[4] = {static_cast<uint8_t>(p.type), p.op, p.status, static_cast<uint8_t>(p.has_imm)};
+  feed(small, sizeof(small));
+  feed(p.src.data(), p.src.size());
+  feed(&p.src_qpn, sizeof(p.src_qpn));
+  feed(&p.dst_qpn, sizeof(p.dst_qpn));
+  feed(&p.qkey, sizeof(p.qkey));
+  feed(&p.imm, sizeof(p.imm));
+  feed(&p.token, sizeof(p.token));
+  feed(&p.remote_addr, sizeof(p.remote_addr));
+  feed(&p.rkey, sizeof(p.rkey));
+  feed(&p.length, sizeof(p.length));
+  feed(p.payload.data(), p.payload.size());
+  return ~crc;
+}
+
+// Flips one bit: of the payload, or of the token when the bit falls past it.
+void flip_bit(Packet* p, uint32_t bit) {
+  uint64_t payload_bits = uint64_t{p->payload.size()} * 8;
+  uint64_t b = bit % (payload_bits + 64);
+  if (b < payload_bits) {
+    p->payload.data()[b / 8] ^= static_cast<uint8_t>(1u << (b % 8));
+  } else {
+    p->token ^= uint64_t{1} << (b - payload_bits);
+  }
+}
+
+}  // namespace
+
+FaultDecision DeviceImpl::ask(FaultContext ctx, uint64_t arg) {
+  ctx.local = gid_;
+  ctx.now_ns = step_now_;
+  FaultDecision d = opt_.faults->at(ctx);
+  if (d.action != FaultAction::kPass && !d.repeat) {
+    bump(kFaults);
+    if (EmuQp* qp = qp_by_num(ctx.qpn)) qp->qs.faults_injected++;
+    if (trace_) {
+      tr(TraceKind::kFault, ctx.qpn, ctx.slot, static_cast<uint8_t>(ctx.point),
+         static_cast<uint8_t>(d.action), d.status, 0, arg);
+    }
+  }
+  return d;
+}
+
+int DeviceImpl::step(int budget) {
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = step_locked(budget);
+  }
+  notify_pending();
+  return n;
+}
+
+void DeviceImpl::notify_pending() {
+  std::vector<EmuCq*> cqs;
+  EventHandler* h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (overrun_notify_.empty()) return;
+    cqs.swap(overrun_notify_);
+    h = handler_;
+  }
+  if (h == nullptr) return;
+  for (EmuCq* cq : cqs) h->cq_overrun(cq);
+}
+
+int DeviceImpl::progress(int budget) {
+  last_caller_ns_.store(now_ns(), std::memory_order_relaxed);
+  if (!mu_.try_lock()) return 0;  // someone else is driving right now
+  int n = step_locked(budget);
+  bool notify = !overrun_notify_.empty();
+  mu_.unlock();
+  if (notify) notify_pending();
+  return n;
+}
+
+int DeviceImpl::step_locked(int budget) {
+  if (budget <= 0) budget = 64;
+  ++pass_;
+  step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now_ns();
+  bump(kSteps);
+  int work = 0;
+  // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
+  // while the engine is driven. What arrives lands in the inbox and is processed just below.
+  if (attached_) fabric_->poll_rx(gid_, budget);
+  if (inbox_size_.load(std::memory_order_acquire) != 0 || !held_.empty() || !delayed_pkts_.empty()) {
+    receive_packets(&work);
+  }
+  if (!cq_delayed_.empty()) {
+    release_cqes();
+    ++work;  // keep the engine awake until the delayed CQEs are out
+  }
+  scan_doorbells(&work);
+  for (size_t i = 0; i < sq_pending_.size() && work < budget;) {
+    EmuQp* qp = sq_pending_[i];
+    work += process_sq(qp, budget - work);
+    if (qp->sq_fetch == qp->sq_db_seen) {
+      qp->sq_pending = false;
+      sq_pending_[i] = sq_pending_.back();
+      sq_pending_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  fire_timers();
+  return work;
+}
+
+void DeviceImpl::process_packet(Packet& p, int* work) {
+  bump(kPacketsRx);
+  bump(kBytesRx, p.payload.size());
+  bool resp = p.type == PacketType::kResponse;
+  if (EmuQp* qp = qp_by_num(p.dst_qpn)) {
+    qp->qs.packets_rx++;
+    qp->qs.bytes_rx += p.payload.size();
+  }
+  if (trace_) {
+    tr(TraceKind::kPacketRx, p.dst_qpn, 0, p.op, resp ? 1 : 0, p.status,
+       static_cast<uint32_t>(p.payload.size()), p.token);
+  }
+  ++*work;
+  if (resp) {
+    handle_response(p);
+  } else {
+    handle_request(p);
+  }
+}
+
+void DeviceImpl::receive_packets(int* work) {
+  work_pkts_.clear();
+  if (inbox_size_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    work_pkts_.swap(inbox_);
+    inbox_size_.store(0, std::memory_order_relaxed);
+  }
+  // SRD does not keep order between messages; neither do we.
+  if (opt_.reorder && work_pkts_.size() > 1) {
+    for (size_t i = work_pkts_.size() - 1; i > 0; --i) {
+      std::swap(work_pkts_[i], work_pkts_[next_rand(&rng_) % (i + 1)]);
+    }
+  }
+  // Packets the plan held or delayed come back after the fresh ones and are not asked again.
+  size_t fresh = work_pkts_.size();
+  for (size_t i = 0; i < held_.size();) {
+    if (held_[i].left == 0 || held_[i].until <= pass_) {
+      work_pkts_.push_back(std::move(held_[i].pkt));
+      held_[i] = std::move(held_.back());
+      held_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  while (!delayed_pkts_.empty() && delayed_pkts_.begin()->first <= step_now_) {
+    work_pkts_.push_back(std::move(delayed_pkts_.begin()->second));
+    delayed_pkts_.erase(delayed_pkts_.begin());
+  }
+  if (!held_.empty() || !delayed_pkts_.empty()) ++*work;  // keep the engine awake for them
+  for (size_t i = 0; i < work_pkts_.size(); ++i) {
+    Packet& p = work_pkts_[i];
+    if (opt_.faults != nullptr && i < fresh) {
+      bool resp = p.type == PacketType::kResponse;
+      FaultContext c{FaultPoint::kPacketIn, p.dst_qpn, 0, p.op, resp, 0};
+      c.size = static_cast<uint32_t>(p.payload.size());
+      c.has_peer = true;
+      c.peer = p.src;
+      FaultDecision d = ask(c, p.token);
+      EmuQp* qp = qp_by_num(p.dst_qpn);
+      switch (d.action) {
+        case FaultAction::kDrop:
+        case FaultAction::kCorrupt: {
+          uint8_t why = kDropFault;
+          if (d.action == FaultAction::kCorrupt) {
+            uint32_t sent = packet_crc(p);
+            flip_bit(&p, d.bit);
+            if (packet_crc(p) == sent) break;  // undetected: delivered as is (CRC-32C catches 1-bit flips)
+            bump(kCorrupt);
+            why = kDropChecksum;
+          }
+          bump(kDropped);
+          if (qp != nullptr) qp->qs.dropped_packets++;
+          if (trace_) tr(TraceKind::kPacketDrop, p.dst_qpn, 0, p.op, resp ? 1 : 0, why, 0, p.token);
+          continue;
+        }
+        case FaultAction::kDup: {
+          Packet copy = p;
+          process_packet(p, work);
+          bump(kDuplicates);
+          process_packet(copy, work);
+          continue;
+        }
+        case FaultAction::kHold:
+          bump(kReordered);
+          held_.push_back(Held{std::move(p), d.hold, pass_ + d.hold});
+          ++*work;
+          continue;
+        case FaultAction::kDelay:
+          bump(kDelayedPkts);
+          delayed_pkts_.emplace(step_now_ + uint64_t{d.delay_us} * 1000, std::move(p));
+          ++*work;
+          continue;
+        default:
+          break;
+      }
+    }
+    for (Held& h : held_) {
+      if (h.left != 0) --h.left;
+    }
+    process_packet(p, work);
+  }
+  work_pkts_.clear();
+}
+
+void DeviceImpl::kick() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+void DeviceImpl::engine_loop() {
+  uint64_t idle_since = now_ns();
+  uint32_t sleep_us = 1;
+  uint32_t spins = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint64_t t = now_ns();
+    uint64_t last = last_caller_ns_.load(std::memory_order_relaxed);
+    if (t - last < uint64_t{opt_.park_us} * 1000 && t >= last) {
+      // A caller is driving: stay off the CPU.
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_cv_.wait_for(lock, std::chrono::microseconds(opt_.park_us), [this] { return wake_ || stop_; });
+      wake_ = false;
+      idle_since = now_ns();
+      continue;
+    }
+    int n = 0;
+    if (mu_.try_lock()) {
+      n = step_locked(256);
+      bool notify = !overrun_notify_.empty();
+      mu_.unlock();
+      if (notify) notify_pending();
+    }
+    if (n > 0) {
+      idle_since = t;
+      sleep_us = 1;
+      continue;
+    }
+    // Spin for a while after the last work, offering the CPU to other runnable threads (the
+    // peer device, the application) every few passes, then sleep.
+    if (t - idle_since < uint64_t{opt_.idle_spin_us} * 1000) {
+      if ((++spins & 15) == 0) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
+      continue;
+    }
+    bool woken;
+    {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      woken = wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us), [this] {
+        return wake_ || stop_ || inbox_size_.load(std::memory_order_seq_cst) != 0;
+      });
+      sleeping_.store(false, std::memory_order_relaxed);
+      wake_ = false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bump(kIdleSleeps);
+      db_.request_full_scan();
+    }
+    if (woken) {
+      idle_since = now_ns();
+      sleep_us = 1;
+    } else {
+      sleep_us = std::min(sleep_us * 2, std::max(opt_.idle_sleep_max_us, 1u));
+    }
+  }
+}
+
+}  // namespace emu
+}  // namespace xpufab

@@ -1,0 +1,87 @@
+// Methods of the device objects; the ones that touch device state take its lock.
+#include "emu/objects.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "emu/device_impl.h"
+
+namespace xpufab {
+namespace emu {
+
+using namespace ::xpufab::backend;
+
+uint8_t* alloc_queue(size_t bytes) {
+  size_t len = (bytes + 4095) & ~size_t{4095};
+  void* p = std::aligned_alloc(4096, len);
+  if (p != nullptr) std::memset(p, 0, len);
+  return static_cast<uint8_t*>(p);
+}
+
+int EmuCq::query(CqAttr* attr) const {
+  if (attr == nullptr) return -EINVAL;
+  attr->buffer = ring;
+  attr->entry_size = kCqeSize;
+  attr->num_entries = entries;
+  attr->doorbell = db;
+  return 0;
+}
+
+int EmuCq::arm() { return dev->arm_cq(this); }
+
+QpState EmuQp::state() const {
+  std::lock_guard<std::mutex> lock(dev->mu_);
+  return st;
+}
+
+int EmuQp::modify(const QpAttr& attr, uint32_t attr_mask) {
+  std::lock_guard<std::mutex> lock(dev->mu_);
+  return dev->modify_qp_locked(this, attr, attr_mask);
+}
+
+int EmuQp::query_wqs(WqAttr* sq, WqAttr* rq) const {
+  if (sq == nullptr || rq == nullptr) return -EINVAL;
+  sq->buffer = sq_buf;
+  sq->entry_size = wqe_size;
+  sq->num_entries = sq_entries;
+  sq->doorbell = sq_db;
+  sq->max_batch = max_batch;
+  rq->buffer = rq_buf;
+  rq->entry_size = EFA_IO_RX_DESC_SIZE;
+  rq->num_entries = rq_entries;
+  rq->doorbell = rq_db;
+  rq->max_batch = rq_entries;
+  return 0;
+}
+
+int EmuQp::attach_comp_cntr(CompCntr* cntr, uint32_t cntr_ops) {
+  constexpr uint32_t kAll = kCntrSend | kCntrRecv | kCntrRdmaRead | kCntrRdmaWrite |
+                            kCntrRemoteRdmaRead | kCntrRemoteRdmaWrite;
+  if (cntr_ops == 0 || (cntr_ops & ~kAll) != 0) return -EINVAL;
+  std::lock_guard<std::mutex> lock(dev->mu_);
+  auto* c = dev->live_as<EmuCntr>(cntr);
+  if (c == nullptr) return -EINVAL;
+  for (auto& e : cntrs) {
+    if (e.first == c) return -EEXIST;
+  }
+  cntrs.emplace_back(c, cntr_ops);
+  c->refs++;
+  return 0;
+}
+
+int EmuQp::detach_comp_cntr(CompCntr* cntr) {
+  std::lock_guard<std::mutex> lock(dev->mu_);
+  for (size_t i = 0; i < cntrs.size(); ++i) {
+    if (cntrs[i].first == cntr) {
+      cntrs[i].first->refs--;
+      cntrs.erase(cntrs.begin() + static_cast<long>(i));
+      return 0;
+    }
+  }
+  return -ENOENT;
+}
+
+}  // namespace emu
+}  // namespace xpufab

@@ -1,0 +1,160 @@
+// The objects of an emulated device (PD, MR, AH, counter, CQ, QP) and the operations in flight.
+// Internal to emu/: the device model's .cc files share them through device_impl.h. Every field
+// is guarded by the owning device's mu_ unless it says otherwise.
+#ifndef XPUFAB_EMU_OBJECTS_H_
+#define XPUFAB_EMU_OBJECTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "api/backend/backend.h"
+#include "device/efa_io_defs.h"
+#include "emu/device.h"
+#include "emu/fabric.h"
+
+namespace xpufab {
+namespace emu {
+
+class DeviceImpl;
+
+constexpr uint32_t kCqeSize = EFA_IO_CQE_SIZE;
+constexpr uint16_t kAhUnknown = EFA_IO_AH_UNKNOWN;  // "no AH" in RX CQEs, never handed out
+
+// Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out.
+// Freed with std::free; null when out of memory.
+uint8_t* alloc_queue(size_t bytes);
+
+class EmuPd : public backend::Pd {
+ public:
+  explicit EmuPd(uint32_t h) : handle_(h) {}
+  uint32_t handle() const override { return handle_; }
+  uint32_t handle_;
+  uint32_t refs = 0;  // MRs, QPs, AHs
+};
+
+class EmuMr : public backend::Mr {
+ public:
+  uint32_t lkey() const override { return key; }
+  uint32_t rkey() const override { return key; }
+  uint64_t iova() const override { return iova_; }
+  size_t length() const override { return len; }
+  EmuPd* pd = nullptr;
+  uint32_t key = 0;
+  uint64_t iova_ = 0;
+  uint8_t* host = nullptr;
+  size_t len = 0;
+  uint32_t access = 0;
+  void* map_base = nullptr;  // dma-buf mapping to undo
+  size_t map_len = 0;
+};
+
+class EmuAh : public backend::Ah {
+ public:
+  uint16_t ahn() const override { return ahn_; }
+  EmuPd* pd = nullptr;
+  uint16_t ahn_ = 0;
+  Gid gid{};
+};
+
+class EmuCntr : public backend::CompCntr {
+ public:
+  uint64_t* value = nullptr;
+  uint64_t* error = nullptr;
+  uint32_t refs = 0;
+};
+
+class EmuQp;
+
+class EmuCq : public backend::Cq {
+ public:
+  int query(backend::CqAttr* attr) const override;
+  int arm() override;
+  int event_fd() const override { return efd; }
+
+  DeviceImpl* dev = nullptr;
+  uint8_t* ring = nullptr;
+  bool own_ring = false;
+  uint32_t entries = 0;
+  uint32_t log2_entries = 0;
+  uint32_t produced = 0;  // CQEs written (wraps at 2^32, entries divide it)
+  uint32_t db_index = 0;
+  uint32_t* db = nullptr;
+  bool db_written = false;  // the consumer reports its index through the doorbell
+  bool with_sgid = false;
+  bool armed = false;
+  bool overrun = false;
+  int efd = -1;
+  uint32_t refs = 0;  // QPs
+  // CQEs a fault plan delays, in order; later CQEs of this CQ queue behind them.
+  struct Delayed {
+    uint64_t when;
+    efa_io_rx_cdesc_ex cqe;
+    uint32_t qpn;
+  };
+  std::deque<Delayed> delayed;
+};
+
+enum class OpState : uint8_t { kAwaitResponse, kRnrWait, kUnreachable };
+
+struct TxOp {
+  EmuQp* qp = nullptr;
+  uint16_t req_id = 0;
+  efa_io_req_id_ex req_id_ex{};
+  uint8_t op = 0;
+  bool comp_req = true;
+  uint8_t* read_dst = nullptr;  // RDMA READ: where the data lands
+  Gid dst{};
+  Packet pkt;                   // kept for retransmission and RNR retry
+  OpState state = OpState::kAwaitResponse;
+  uint32_t rnr_tries = 0;
+  uint32_t retransmits = 0;
+  uint64_t deadline_ns = 0;
+};
+
+class EmuQp : public backend::Qp {
+ public:
+  uint32_t qpn() const override { return qpn_; }
+  backend::QpState state() const override;
+  int modify(const backend::QpAttr& attr, uint32_t attr_mask) override;
+  int query_wqs(backend::WqAttr* sq, backend::WqAttr* rq) const override;
+  int attach_comp_cntr(backend::CompCntr* cntr, uint32_t cntr_ops) override;
+  int detach_comp_cntr(backend::CompCntr* cntr) override;
+
+  DeviceImpl* dev = nullptr;
+  uint32_t qpn_ = 0;
+  backend::QpState st = backend::QpState::kReset;
+  uint32_t qkey = 0;
+  uint8_t rnr_retry = 7;
+  uint32_t flags = 0;
+  EmuPd* pd = nullptr;
+  EmuCq* send_cq = nullptr;
+  EmuCq* recv_cq = nullptr;
+  // SQ
+  uint8_t* sq_buf = nullptr;
+  uint32_t sq_entries = 0, sq_log2 = 0, wqe_size = 64, max_batch = 0;
+  uint32_t sq_db_index = 0;
+  uint32_t* sq_db = nullptr;
+  uint16_t sq_db_seen = 0;     // last producer count noticed
+  uint16_t sq_fetch = 0;       // next WQE to fetch
+  uint16_t sq_completed = 0;   // WQEs whose completion was produced
+  int32_t stale_reported = -1; // pc already diagnosed as stale
+  bool sq_pending = false;     // on the pending list
+  // RQ
+  uint8_t* rq_buf = nullptr;
+  uint32_t rq_entries = 0;     // descriptors
+  uint32_t rq_db_index = 0;
+  uint32_t* rq_db = nullptr;
+  uint16_t rq_cons = 0;        // descriptors consumed
+  uint32_t max_recv_sge = 1;
+  std::vector<std::pair<EmuCntr*, uint32_t>> cntrs;
+  uint64_t outstanding = 0;    // TxOps in flight
+  QpStats qs;                  // mu_
+};
+
+}  // namespace emu
+}  // namespace xpufab
+
+#endif  // XPUFAB_EMU_OBJECTS_H_

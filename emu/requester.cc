@@ -1,0 +1,314 @@
+// The requester: fetching WQEs from the SQ, executing them (wqe_decode.h parses the bytes), sending
+// request packets, response and RNR timers with retransmission, and handling responses.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "device/efa_io_defs.h"
+#include "emu/device_impl.h"
+#include "emu/wqe_decode.h"
+
+namespace xpufab {
+namespace emu {
+
+using namespace ::xpufab::backend;
+
+namespace {
+
+// Statuses a responder may put on the wire (reference/efa-queues.md 1.2).
+bool known_status(uint8_t s) { return s <= EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE || s == EFA_IO_COMP_STATUS_REMOTE_ERROR_FEATURE_MISMATCH; }
+
+}  // namespace
+
+int DeviceImpl::process_sq(EmuQp* qp, int budget) {
+  int done = 0;
+  while (qp->sq_fetch != qp->sq_db_seen && done < budget) {
+    uint16_t pc = qp->sq_fetch;
+    uint32_t slot = pc & (qp->sq_entries - 1);
+    alignas(8) uint8_t wqe[EFA_IO_TX_WQE_128_SIZE];
+    std::memcpy(wqe, qp->sq_buf + size_t{slot} * qp->wqe_size, qp->wqe_size);
+    auto* meta = reinterpret_cast<efa_io_tx_meta_desc*>(wqe);
+    uint8_t expect = static_cast<uint8_t>((pc >> qp->sq_log2) & 1);
+    if (qp->st != QpState::kErr && (efa_io_tx_meta_desc_get_meta_desc(meta) == 0 ||
+                                    efa_io_tx_meta_desc_get_phase(meta) != expect)) {
+      // Not written yet: wait for it rather than execute stale bytes.
+      if (qp->stale_reported != pc) {
+        qp->stale_reported = pc;
+        char d[64];
+        std::snprintf(d, sizeof(d), "pc %u expects phase %u", pc, expect);
+        diag(DiagKind::kStaleWqe, qp->qpn_, slot, d);
+      }
+      break;
+    }
+    qp->sq_fetch++;
+    bump(kWqes);
+    qp->qs.wqes++;
+    ++done;
+    if (trace_) {
+      tr(TraceKind::kWqeFetch, qp->qpn_, slot, efa_io_tx_meta_desc_get_op_type(meta), 0, 0, wqe_length(wqe),
+         meta->req_id);
+    }
+    execute_wqe(qp, pc, wqe);
+  }
+  return done;
+}
+
+void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
+  const WqeDecode d = decode_wqe(wqe, qp->wqe_size, *profile_);
+  const WqeRequest& r = d.req;
+  auto fail = [&](uint8_t status) { complete_tx(qp, r.req_id, r.req_id_ex, r.cqe_op, status, r.comp_req); };
+  if (qp->st == QpState::kErr) return fail(EFA_IO_COMP_STATUS_FLUSHED);
+  if (qp->st != QpState::kRts && qp->st != QpState::kSqd) {
+    return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR);
+  }
+  if (opt_.faults != nullptr) {
+    FaultContext c{FaultPoint::kWqeFetch, qp->qpn_, pc & (qp->sq_entries - 1u), r.op, false,
+                   EFA_IO_SEND_QUEUE};
+    c.size = wqe_length(wqe);
+    EmuAh* peer = r.ah < ahs_.size() ? ahs_[r.ah] : nullptr;
+    if (peer != nullptr) {
+      c.has_peer = true;
+      c.peer = peer->gid;
+    }
+    FaultDecision fd = ask(c, r.req_id);
+    if (fd.action == FaultAction::kFail) return fail(fd.status);
+    if (fd.action == FaultAction::kDrop) return;  // the WQE vanished: no completion ever
+  }
+  // A bad length ranks below the AH (wqe_decode.h).
+  if (d.status != EFA_IO_COMP_STATUS_OK && d.status != EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH) {
+    return fail(d.status);
+  }
+  EmuAh* ah = r.ah < ahs_.size() ? ahs_[r.ah] : nullptr;
+  if (ah == nullptr || ah->pd != qp->pd) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_AH);
+  if (d.status != EFA_IO_COMP_STATUS_OK) return fail(d.status);
+
+  TxOp t;
+  t.qp = qp;
+  t.req_id = r.req_id;
+  t.req_id_ex = r.req_id_ex;
+  t.op = r.op;
+  t.comp_req = r.comp_req;
+  t.dst = ah->gid;
+  Packet& p = t.pkt;
+  p.type = PacketType::kRequest;
+  p.op = r.op;
+  p.has_imm = r.has_imm;
+  p.imm = r.imm;
+  p.src = gid_;
+  p.src_qpn = static_cast<uint16_t>(qp->qpn_);
+  p.dst_qpn = r.dest_qpn;
+  p.qkey = r.qkey;
+  if (r.op == EFA_IO_SEND) {
+    if (r.is_inline) {
+      p.payload.assign(r.inline_data, r.inline_data + r.inline_len);
+    } else {
+      uint64_t total = 0;
+      uint8_t* host[EFA_IO_TX_DESC_NUM_BUFS] = {};
+      for (uint32_t i = 0; i < r.num_sge; ++i) {
+        const WqeBuffer& b = r.sge[i];
+        if (b.lkey_reserved || !check_key(qp->pd, b.lkey, b.addr, b.length, 0, &host[i])) {
+          return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
+        }
+        total += b.length;
+      }
+      if (total > profile_->mtu) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+      p.payload.resize(total);
+      size_t off = 0;
+      for (uint32_t i = 0; i < r.num_sge; ++i) {
+        if (r.sge[i].length != 0) std::memcpy(p.payload.data() + off, host[i], r.sge[i].length);
+        off += r.sge[i].length;
+      }
+    }
+    p.length = static_cast<uint32_t>(p.payload.size());
+  } else {
+    p.remote_addr = r.remote_addr;
+    p.rkey = r.rkey;
+    p.length = r.length;
+    if (r.is_inline) {
+      p.payload.assign(r.inline_data, r.inline_data + r.inline_len);
+    } else {
+      const WqeBuffer& lm = r.local;
+      uint8_t* host = nullptr;
+      uint32_t need = r.op == EFA_IO_RDMA_READ ? static_cast<uint32_t>(kAccessLocalWrite) : 0u;
+      if (lm.lkey_reserved || !check_key(qp->pd, lm.lkey, lm.addr, lm.length, need, &host)) {
+        return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
+      }
+      if (r.op == EFA_IO_RDMA_READ) {
+        t.read_dst = host;
+      } else {
+        if (borrow_payloads_ && !may_lose_ && !r.has_imm && lm.length > Payload::kInline) {
+          // Sent once, right now, and copied by the fabric: read the MR directly.
+          p.payload.view(host, lm.length);
+        } else {
+          p.payload.assign(host, host + lm.length);
+        }
+      }
+    }
+  }
+  start_op(std::move(t));
+}
+
+void DeviceImpl::start_op(TxOp&& op) {
+  uint32_t idx;
+  if (!op_free_.empty()) {
+    idx = op_free_.back();
+    op_free_.pop_back();
+  } else {
+    idx = static_cast<uint32_t>(op_slots_.size());
+    op_slots_.emplace_back();
+  }
+  OpSlot& slot = op_slots_[idx];
+  slot.gen++;
+  slot.used = true;
+  uint64_t token = token_of(idx);
+  op.pkt.token = token;
+  op.qp->outstanding++;
+  slot.op = std::move(op);
+  send_packet(&slot.op, token);
+}
+
+void DeviceImpl::arm_timer(uint64_t token, uint64_t when, bool fifo) {
+  if (fifo) {
+    response_timers_.emplace_back(when, token);
+  } else {
+    timers_.emplace(when, token);
+  }
+}
+
+void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
+  uint64_t now = step_now_;
+  bool drop = false;
+  if (opt_.faults != nullptr) {
+    FaultContext c{FaultPoint::kPacketOut, op->qp->qpn_, 0, op->op, false, 0};
+    c.size = op->pkt.length;
+    c.has_peer = true;
+    c.peer = op->dst;
+    drop = ask(c, token).action == FaultAction::kDrop;
+  }
+  bump(kPacketsTx);
+  bump(kBytesTx, op->pkt.payload.size());
+  op->qp->qs.packets_tx++;
+  op->qp->qs.bytes_tx += op->pkt.payload.size();
+  if (trace_) {
+    tr(drop ? TraceKind::kPacketDrop : TraceKind::kPacketTx, op->qp->qpn_, 0, op->op, 0,
+       drop ? static_cast<uint8_t>(kDropFault) : 0, static_cast<uint32_t>(op->pkt.payload.size()), token);
+  }
+  int rc = 0;
+  if (!drop) {
+    // Only SEND and write-with-immediate can meet RNR and be sent again on a lossless fabric.
+    bool keep = may_lose_ || op->op == EFA_IO_SEND || (op->op == EFA_IO_RDMA_WRITE && op->pkt.has_imm);
+    if (keep) {
+      Packet copy = op->pkt;
+      rc = fabric_->send(op->dst, std::move(copy));
+    } else {
+      rc = fabric_->send(op->dst, std::move(op->pkt));
+    }
+  } else {
+    bump(kDropped);
+    op->qp->qs.dropped_packets++;
+  }
+  if (rc == -EHOSTUNREACH) {
+    op->state = OpState::kUnreachable;
+    op->deadline_ns = now + uint64_t{opt_.unreach_timeout_us} * 1000;
+    arm_timer(token, op->deadline_ns, false);
+  } else {
+    op->state = OpState::kAwaitResponse;
+    op->deadline_ns = now + uint64_t{opt_.response_timeout_us} * 1000;
+    arm_timer(token, op->deadline_ns, true);
+  }
+}
+
+void DeviceImpl::fire_timers() {
+  if (timers_.empty() && response_timers_.empty()) return;
+  uint64_t now = step_now_;
+  for (;;) {
+    Timer t;
+    if (!response_timers_.empty() && response_timers_.front().first <= now &&
+        (timers_.empty() || response_timers_.front().first <= timers_.top().first)) {
+      t = response_timers_.front();
+      response_timers_.pop_front();
+    } else if (!timers_.empty() && timers_.top().first <= now) {
+      t = timers_.top();
+      timers_.pop();
+    } else {
+      break;
+    }
+    TxOp* found = find_op(t.second);
+    if (found == nullptr || found->deadline_ns != t.first) continue;  // stale timer
+    TxOp& op = *found;
+    switch (op.state) {
+      case OpState::kRnrWait:
+        bump(kRnrRetries);
+        if (trace_) tr(TraceKind::kRnrRetry, op.qp->qpn_, op.rnr_tries, op.op, 0, 0, 0, t.second);
+        send_packet(&op, t.second);
+        break;
+      case OpState::kAwaitResponse:
+        if (op.retransmits < opt_.max_retransmits) {
+          op.retransmits++;
+          if (may_lose_) {
+            bump(kRetransmits);
+            op.qp->qs.retransmits++;
+            if (trace_) tr(TraceKind::kRetransmit, op.qp->qpn_, op.retransmits, op.op, 0, 0, 0, t.second);
+            send_packet(&op, t.second);
+          } else {
+            // Nothing is lost on this fabric: keep waiting for the slow peer.
+            op.deadline_ns = now + uint64_t{opt_.response_timeout_us} * 1000;
+            arm_timer(t.second, op.deadline_ns, true);
+          }
+          break;
+        }
+        [[fallthrough]];
+      case OpState::kUnreachable: {
+        uint8_t status = responded_peers_.count(op.dst) ? EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE
+                                                        : EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE;
+        EmuQp* qp = op.qp;
+        qp->outstanding--;
+        bump(kTimeouts);
+        qp->qs.timeouts++;
+        if (trace_) tr(TraceKind::kTimeout, qp->qpn_, 0, op.op, 0, status, 0, t.second);
+        complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
+        erase_op(t.second);
+        break;
+      }
+    }
+  }
+}
+
+void DeviceImpl::handle_response(Packet& pkt) {
+  TxOp* found = find_op(pkt.token);
+  if (found == nullptr) return;  // flushed, timed out or a duplicate answer
+  TxOp& op = *found;
+  if (!have_last_peer_ || last_peer_ != pkt.src) {
+    responded_peers_.insert(pkt.src);
+    last_peer_ = pkt.src;
+    have_last_peer_ = true;
+  }
+  uint8_t status = pkt.status;
+  if (status == EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR) {
+    op.qp->qs.rnr_naks_rx++;
+    uint8_t retry = op.qp->rnr_retry;
+    if (retry == 7 || op.rnr_tries < retry) {
+      op.rnr_tries++;
+      op.state = OpState::kRnrWait;
+      op.deadline_ns = step_now_ + uint64_t{opt_.rnr_delay_us} * 1000;
+      arm_timer(pkt.token, op.deadline_ns, false);
+      return;
+    }
+  }
+  if (!known_status(status)) status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
+  if (status == EFA_IO_COMP_STATUS_OK && op.op == EFA_IO_RDMA_READ) {
+    if (pkt.payload.size() != op.pkt.length) {
+      status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
+    } else if (!pkt.payload.empty()) {
+      std::memcpy(op.read_dst, pkt.payload.data(), pkt.payload.size());
+    }
+  }
+  EmuQp* qp = op.qp;
+  qp->outstanding--;
+  complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
+  erase_op(pkt.token);
+}
+
+}  // namespace emu
+}  // namespace xpufab

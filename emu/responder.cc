@@ -1,0 +1,197 @@
+// The responder: packets arriving from the fabric, receive WQEs taken from the RQ, requests
+// executed (at most once on a lossy fabric) and answered.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "device/efa_io_defs.h"
+#include "emu/device_impl.h"
+
+namespace xpufab {
+namespace emu {
+
+using namespace ::xpufab::backend;
+
+void DeviceImpl::deliver(Packet&& pkt) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.push_back(std::move(pkt));
+    inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
+  }
+  // Pairs with the engine thread's store of sleeping_ then load of inbox_size_ (both seq_cst):
+  // either it sees this packet before sleeping or this sees it asleep and wakes it.
+  if (sleeping_.load(std::memory_order_seq_cst)) kick();
+}
+
+// Returns the next receive WQE of qp's RQ.
+int DeviceImpl::take_rx_wqe(EmuQp* qp, RxWqe* rx) {
+  uint16_t pc = static_cast<uint16_t>(load_db(qp->rq_db));
+  uint16_t avail = static_cast<uint16_t>(pc - qp->rq_cons);
+  if (avail == 0 || avail > qp->rq_entries) return 0;  // empty, or overrun (diagnosed at the doorbell)
+  uint32_t n = 0;
+  bool first_ok = true, done = false;
+  while (n < avail) {
+    uint32_t slot = static_cast<uint16_t>(qp->rq_cons + n) & (qp->rq_entries - 1);
+    efa_io_rx_desc d;
+    std::memcpy(&d, qp->rq_buf + size_t{slot} * EFA_IO_RX_DESC_SIZE, sizeof(d));
+    if (n == 0 && !efa_io_rx_desc_get_first(&d)) first_ok = false;
+    if (n < 16) rx->desc[n] = d;
+    ++n;
+    if (efa_io_rx_desc_get_last(&d)) {
+      done = true;
+      break;
+    }
+    if (n > qp->max_recv_sge) break;
+  }
+  if (!done && n == avail && n <= qp->max_recv_sge && first_ok) return 0;  // rest not posted yet
+  uint32_t slot0 = qp->rq_cons & (qp->rq_entries - 1);
+  qp->rq_cons = static_cast<uint16_t>(qp->rq_cons + n);
+  if (!done || !first_ok || n > qp->max_recv_sge) {
+    diag(DiagKind::kRqMalformed, qp->qpn_, slot0, "receive WQE without first/last framing");
+    rx->req_id = rx->desc[0].req_id;
+    return -1;
+  }
+  rx->req_id = rx->desc[0].req_id;
+  rx->ndesc = n;
+  return 1;
+}
+
+void DeviceImpl::handle_request(Packet& pkt) {
+  Packet resp;
+  resp.type = PacketType::kResponse;
+  resp.op = pkt.op;
+  resp.token = pkt.token;
+  resp.src = gid_;
+  resp.src_qpn = pkt.dst_qpn;
+  resp.dst_qpn = pkt.src_qpn;
+  auto reply = [&](uint8_t status, bool remember) {
+    resp.status = status;
+    if (remember && may_lose_) {
+      auto key = std::make_pair(pkt.src, pkt.token);
+      executed_[key] = status;
+      executed_order_.push_back(key);
+      if (executed_order_.size() > 4096) {
+        executed_.erase(executed_order_.front());
+        executed_order_.pop_front();
+      }
+    }
+    EmuQp* rqp = qp_by_num(pkt.dst_qpn);
+    if (opt_.faults != nullptr) {
+      FaultContext c{FaultPoint::kPacketOut, pkt.dst_qpn, 0, pkt.op, true, 0};
+      c.size = static_cast<uint32_t>(resp.payload.size());
+      c.has_peer = true;
+      c.peer = pkt.src;
+      FaultDecision d = ask(c, pkt.token);
+      if (d.action == FaultAction::kDrop) {
+        bump(kDropped);
+        if (rqp != nullptr) rqp->qs.dropped_packets++;
+        if (trace_) tr(TraceKind::kPacketDrop, pkt.dst_qpn, 0, pkt.op, 1, kDropFault, 0, pkt.token);
+        return;
+      }
+      if (d.action == FaultAction::kFail) resp.status = d.status;
+    }
+    bump(kPacketsTx);
+    bump(kBytesTx, resp.payload.size());
+    if (rqp != nullptr) {
+      rqp->qs.packets_tx++;
+      rqp->qs.bytes_tx += resp.payload.size();
+    }
+    if (trace_) {
+      tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
+         static_cast<uint32_t>(resp.payload.size()), pkt.token);
+    }
+    fabric_->send(pkt.src, std::move(resp));
+  };
+  // At-most-once: a retransmitted SEND/WRITE that already executed gets its first answer again.
+  if (may_lose_ && pkt.op != EFA_IO_RDMA_READ) {
+    auto it = executed_.find(std::make_pair(pkt.src, pkt.token));
+    if (it != executed_.end()) return reply(it->second, false);
+  }
+  EmuQp* qp = qp_by_num(pkt.dst_qpn);
+  if (qp == nullptr || qp->qkey != pkt.qkey ||
+      (qp->st != QpState::kRtr && qp->st != QpState::kRts && qp->st != QpState::kSqd &&
+       qp->st != QpState::kSqe)) {
+    return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_DEST_QPN, false);
+  }
+  const uint32_t caps = profile_->device_caps;
+  if (pkt.op > EFA_IO_RDMA_WRITE || (pkt.op == EFA_IO_RDMA_READ && !(caps & kCapRdmaRead)) ||
+      (pkt.op == EFA_IO_RDMA_WRITE && !(caps & kCapRdmaWrite))) {
+    return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_FEATURE_MISMATCH, false);
+  }
+  if (pkt.op == EFA_IO_SEND) {
+    if (pkt.payload.size() > profile_->mtu) return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_LENGTH, true);
+    RxWqe rx;
+    int r = take_rx_wqe(qp, &rx);
+    if (r == 0) {
+      bump(kRnrNaks);
+      qp->qs.rnr_naks_tx++;
+      return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR, false);
+    }
+    if (r < 0) {
+      rx_cqe(qp, rx.req_id, EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, EFA_IO_SEND, 0, pkt, false);
+      return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS, true);
+    }
+    uint8_t* host[16];
+    uint64_t cap = 0;
+    for (uint32_t i = 0; i < rx.ndesc; ++i) {
+      if ((rx.desc[i].lkey_ctrl & 0x3f000000u) != 0 ||
+          !check_key(qp->pd, efa_io_rx_desc_get_lkey(&rx.desc[i]), efa_io_rx_desc_get_addr(&rx.desc[i]),
+                     rx.desc[i].length, kAccessLocalWrite, &host[i])) {
+        rx_cqe(qp, rx.req_id, EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY, EFA_IO_SEND, 0, pkt, false);
+        return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS, true);
+      }
+      cap += rx.desc[i].length;
+    }
+    if (cap < pkt.payload.size()) {
+      rx_cqe(qp, rx.req_id, EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH, EFA_IO_SEND, 0, pkt, false);
+      return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_LENGTH, true);
+    }
+    size_t off = 0;
+    for (uint32_t i = 0; i < rx.ndesc && off < pkt.payload.size(); ++i) {
+      size_t n = std::min<size_t>(rx.desc[i].length, pkt.payload.size() - off);
+      std::memcpy(host[i], pkt.payload.data() + off, n);
+      off += n;
+    }
+    rx_cqe(qp, rx.req_id, EFA_IO_COMP_STATUS_OK, EFA_IO_SEND, static_cast<uint32_t>(off), pkt, false);
+    return reply(EFA_IO_COMP_STATUS_OK, true);
+  }
+  // RDMA needs an AH for the requester at this end.
+  if (ah_for_gid(qp->pd, pkt.src) == nullptr) {
+    return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_UNKNOWN_PEER, false);
+  }
+  uint8_t* host = nullptr;
+  uint32_t need = pkt.op == EFA_IO_RDMA_READ ? kAccessRemoteRead : kAccessRemoteWrite;
+  if (!check_key(qp->pd, pkt.rkey, pkt.remote_addr, pkt.length, need, &host)) {
+    return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, false);
+  }
+  if (pkt.op == EFA_IO_RDMA_READ) {
+    resp.payload.assign(host, host + pkt.length);
+    count(qp, kCntrRemoteRdmaRead, true);
+    return reply(EFA_IO_COMP_STATUS_OK, false);
+  }
+  bool unsolicited = (qp->flags & kQpUnsolicitedWriteRecv) != 0;
+  RxWqe rx;
+  if (pkt.has_imm && !unsolicited) {
+    int r = take_rx_wqe(qp, &rx);
+    if (r == 0) {
+      bump(kRnrNaks);
+      qp->qs.rnr_naks_tx++;
+      return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR, false);
+    }
+    if (r < 0) {
+      rx_cqe(qp, rx.req_id, EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR, EFA_IO_RDMA_WRITE, 0, pkt,
+             false);
+      return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS, true);
+    }
+  }
+  if (pkt.length != 0) std::memcpy(host, pkt.payload.data(), pkt.length);
+  count(qp, kCntrRemoteRdmaWrite, true);
+  if (pkt.has_imm) {
+    rx_cqe(qp, unsolicited ? 0 : rx.req_id, EFA_IO_COMP_STATUS_OK, EFA_IO_RDMA_WRITE, pkt.length, pkt,
+           unsolicited);
+  }
+  reply(EFA_IO_COMP_STATUS_OK, true);
+}
+
+}  // namespace emu
+}  // namespace xpufab
