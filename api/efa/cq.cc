@@ -8,6 +8,7 @@
 #include "api/efa/efa.h"
 #include "api/efa/wait.h"
 #include "device/efa_completion.h"
+#include "device/xpu_prims.h"
 
 namespace xpufab::efa {
 
@@ -27,12 +28,15 @@ fi_addr_t lookup_src(EfaEp* ep, uint16_t ahn, uint16_t qpn) {
 // The stale-CQE policy device code follows too: drop, count; the host logs the first.
 void drop_stale(EfaCq* cq, const efa_dp_cqe& c) {
   if (efa_comp_count_stale(&cq->stale_cqes))
-    EFA_WARN(kCq, "dropped a %s CQE (QP %u, req_id %u) that names no outstanding request; later ones are only counted",
+    EFA_WARN(kCq,
+             "dropped a %s CQE (QP %u, req_id %u) naming no outstanding request; "
+             "later ones are only counted",
              c.q_type == EFA_IO_SEND_QUEUE ? "TX" : "RX", c.qp_num, c.req_id);
 }
 
 // Translates the CQE directly into a new staging entry of `cq`.
-void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_buf, fi_addr_t src) {
+void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_buf,
+               fi_addr_t src) {
   {
     std::lock_guard<std::mutex> g(cq->lock);
     Completion& out = cq->staged.emplace_back();
@@ -52,9 +56,14 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   if (g_cq_trace_on) cq_trace_record(dom->trace_id, ep->trace_qp, c);
   const bool tx = c.q_type == EFA_IO_SEND_QUEUE;
   // Read the request's slot while it is still outstanding: its index is reused once freed.
-  OpSlot slot;
+  uint64_t rx_buf = 0;
+  bool report = true;
   const uint32_t idx = efa_comp_req_index(&ep->sq, &ep->rq, &c);
-  if (idx != EFA_COMP_NO_REQ) slot = (tx ? ep->sq_slots : ep->rq_slots)[idx];
+  if (idx != EFA_COMP_NO_REQ) {
+    OpSlot& s = (tx ? ep->sq_slots : ep->rq_slots)[idx];
+    rx_buf = xpu_load_relaxed_u64(&s.buf);
+    report = xpu_load_relaxed_u32(&s.report) != 0;
+  }
   uint64_t op_context = 0;
   if (efa_comp_take(&ep->sq, &ep->rq, &c, &op_context) != 0) {
     drop_stale(cq, c);
@@ -63,7 +72,6 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   const bool error = efa_io_status_to_fi_errno(c.status) != 0;
   const uint64_t op = efa_comp_op_flags(c.q_type, c.op_type, 0);
   EfaCntr* cntr;
-  bool report = slot.report;
   if (tx) {
     cntr = (op & FI_SEND) ? ep->cntr_send : (op & FI_READ) ? ep->cntr_read : ep->cntr_write;
   } else {
@@ -75,7 +83,7 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   EfaCq* target = tx ? ep->tx_cq : ep->rx_cq;
   if (!target || target->internal || !(report || error)) return;
   const fi_addr_t src = tx ? FI_ADDR_NOTAVAIL : lookup_src(ep, c.ah, c.src_qp);
-  stage_cqe(target, c, op_context, slot.buf, src);
+  stage_cqe(target, c, op_context, rx_buf, src);
 }
 
 // fi_cq_read* on an XPU CQ: device code owns its ring.

@@ -243,10 +243,11 @@ struct EfaXpuCtx {
 
 // What a host post's completion needs beyond the CQE and the request's context (which the
 // request table keeps): written before the post is published, read before its request is freed
-// (the index is reused after that).
+// (the index is reused after that). Accessed with relaxed atomics (device/xpu_prims.h), as a
+// stale CQE may read the slot of an index a post is filling.
 struct OpSlot {
-  uint64_t buf = 0;    // a receive's first buffer (FI_CQ_FORMAT_DATA's buf)
-  bool report = true;  // a success writes a CQ entry (not suppressed by FI_SELECTIVE_COMPLETION)
+  uint64_t buf = 0;     // a receive's first buffer (FI_CQ_FORMAT_DATA's buf)
+  uint32_t report = 1;  // a success writes a CQ entry (not suppressed by FI_SELECTIVE_COMPLETION)
 };
 
 struct EfaEp {

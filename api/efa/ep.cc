@@ -7,6 +7,7 @@
 #include "api/efa/efa.h"
 #include "device/efa_io_status.h"
 #include "device/efa_wr.h"
+#include "device/xpu_prims.h"
 
 namespace xpufab::efa {
 
@@ -417,6 +418,12 @@ int fill_sges(EfaEp* ep, const iovec* iov, void** desc, size_t count, efa_dp_sge
   return 0;
 }
 
+void set_slot(std::vector<OpSlot>& slots, int req_id, uint64_t buf, bool report) {
+  OpSlot& s = slots[static_cast<uint32_t>(req_id) & (slots.size() - 1)];
+  xpu_store_relaxed_u64(&s.buf, buf);
+  xpu_store_relaxed_u32(&s.report, report ? 1u : 0u);
+}
+
 efa_wr_limits wr_limits(const EfaEp* ep) {
   return {ep->dom->attr.mtu, ep->dom->attr.max_rdma_size, ep->dom->attr.inline_buf_size};
 }
@@ -432,7 +439,7 @@ ssize_t post_sq(EfaEp* ep, const efa_dp_wr& wr, bool report) {
     if (rc == 0) rc = efa_sq_claim(&ep->sq, 1, &slot);
     if (rc == 0) {
       const int req_id = efa_sq_write(&ep->sq, slot, &wr);
-      ep->sq_slots[static_cast<uint32_t>(req_id) & (ep->sq.reqs.count - 1)] = OpSlot{0, report};
+      set_slot(ep->sq_slots, req_id, 0, report);
       efa_sq_publish(&ep->sq, slot, 1, wr.flags);
     }
   }
@@ -529,8 +536,7 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
   size_t total = 0;
   rc = fill_sges(ep, iov, desc, count, sge, &total);
   if (rc) return rc;
-  const OpSlot op{reinterpret_cast<uintptr_t>(iov[0].iov_base),
-                  !ep->rx_selective || (flags & FI_COMPLETION)};
+  const bool report = !ep->rx_selective || (flags & FI_COMPLETION);
   const auto n = static_cast<uint32_t>(count);
   {
     std::lock_guard<std::mutex> g(ep->rx_lock);
@@ -539,7 +545,7 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
     if (rc == 0) rc = efa_dp_ring_claim(&ep->rq.ring, n, &first);
     if (rc == 0) {
       const int req_id = efa_rq_write(&ep->rq, first, sge, n, reinterpret_cast<uintptr_t>(context));
-      ep->rq_slots[static_cast<uint32_t>(req_id) & (ep->rq.reqs.count - 1)] = op;
+      set_slot(ep->rq_slots, req_id, reinterpret_cast<uintptr_t>(iov[0].iov_base), report);
       efa_dp_ring_publish(&ep->rq.ring, first, n, 0);
     }
   }

@@ -109,7 +109,7 @@ XPU_DEVICE_FUNC int64_t efa_xpu_cq_poll_(struct efa_xpu_cq *c, void *buf, size_t
 
 /* Leader reads, result broadcast; sread variants keep reading until `want`. */
 XPU_DEVICE_FUNC int64_t efa_xpu_cq_read_common_(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr,
-                                            uint64_t want, int scope) {
+                                                uint64_t want, int scope) {
   struct efa_xpu_cq *c = NULL;
   int64_t rc = efa_xpu_cq_get_(cq, scope, &c);
   if (rc) return rc;
@@ -144,12 +144,12 @@ XPU_DEVICE_FUNC int64_t efa_xpu_cq_readfrom(struct fid_xpu_cq *cq, void *buf, si
 }
 
 XPU_DEVICE_FUNC int64_t efa_xpu_cq_sread(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold,
-                                     int scope) {
+                                         int scope) {
   return efa_xpu_cq_read_common_(cq, buf, count, NULL, threshold ? threshold : 1u, scope);
 }
 
 XPU_DEVICE_FUNC int64_t efa_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr,
-                                         uint64_t threshold, int scope) {
+                                             uint64_t threshold, int scope) {
   return efa_xpu_cq_read_common_(cq, buf, count, src_addr, threshold ? threshold : 1u, scope);
 }
 

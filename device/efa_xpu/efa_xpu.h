@@ -80,6 +80,10 @@
  * Queue space: SQ and RQ slots come back only when their completions are
  * read from the CQ (as in rdma-core), so a kernel that waits on counters
  * must still read the CQ now and then.
+ *
+ * Stale CQEs: one that names no exported EP or no outstanding request is
+ * dropped and counted in the CQ state's stale_cqes (handles.h), the policy of
+ * the host provider too (device/efa_completion.h).
  */
 #ifndef XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_
 #define XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_

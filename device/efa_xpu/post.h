@@ -145,7 +145,7 @@ XPU_DEVICE_FUNC int efa_xpu_make_wr_(const struct efa_xpu_ep *e, uint32_t op, co
 
 /* Posts each member's wr (my_rc == 0) with one claim and one doorbell. */
 XPU_DEVICE_FUNC int efa_xpu_sq_post_group_(struct efa_xpu_ep *e, const struct efa_dp_wr *wr, int my_rc, uint64_t flags,
-                                       int scope) {
+                                           int scope) {
   const uint32_t more = (flags & FI_MORE) ? EFA_DP_WR_MORE : 0u;
   struct efa_sq *sq = &e->sq;
   if (scope == FI_XPU_WORK_ITEM) {
@@ -179,8 +179,8 @@ XPU_DEVICE_FUNC int efa_xpu_sq_post_group_(struct efa_xpu_ep *e, const struct ef
 }
 
 XPU_DEVICE_FUNC int efa_xpu_post_tx_(struct fid_xpu_ep *ep, uint32_t op, const void *buf, size_t len, void *desc,
-                                 uint64_t data, void *peer, uint64_t addr, uint64_t key, void *context,
-                                 uint64_t flags, int scope) {
+                                     uint64_t data, void *peer, uint64_t addr, uint64_t key, void *context,
+                                     uint64_t flags, int scope) {
   struct efa_xpu_ep *e = NULL;
   int rc = efa_xpu_ep_get_(ep, scope, &e);
   if (rc) return rc;
@@ -190,19 +190,19 @@ XPU_DEVICE_FUNC int efa_xpu_post_tx_(struct fid_xpu_ep *ep, uint32_t op, const v
 }
 
 XPU_DEVICE_FUNC int efa_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-                             void *dest_addr, void *context, uint64_t flags, int scope) {
+                                 void *dest_addr, void *context, uint64_t flags, int scope) {
   return efa_xpu_post_tx_(ep, EFA_DP_OP_SEND, buf, len, desc, data, dest_addr, 0, 0, context, flags, scope);
 }
 
 XPU_DEVICE_FUNC int efa_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-                              void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags,
-                              int scope) {
+                                  void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags,
+                                  int scope) {
   return efa_xpu_post_tx_(ep, EFA_DP_OP_RDMA_WRITE, buf, len, desc, data, dest_addr, addr, key, context, flags,
                           scope);
 }
 
 XPU_DEVICE_FUNC int efa_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr,
-                             uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope) {
+                                 uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope) {
   return efa_xpu_post_tx_(ep, EFA_DP_OP_RDMA_READ, buf, len, desc, 0, src_addr, addr, key, context, flags, scope);
 }
 
@@ -215,7 +215,7 @@ XPU_DEVICE_FUNC void efa_xpu_rq_write_(struct efa_xpu_ep *e, uint32_t slot, cons
 }
 
 XPU_DEVICE_FUNC int efa_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr,
-                             void *context, uint64_t flags, int scope) {
+                                 void *context, uint64_t flags, int scope) {
   (void)src_addr; /* EFA receives from any source */
   struct efa_xpu_ep *e = NULL;
   int rc = efa_xpu_ep_get_(ep, scope, &e);
@@ -265,39 +265,39 @@ XPU_DEVICE_FUNC int efa_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, v
 }
 
 XPU_DEVICE_FUNC int efa_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-                              void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope) {
+                                  void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope) {
   (void)ep, (void)buf, (void)len, (void)desc, (void)data, (void)dest_addr, (void)tag, (void)context,
       (void)flags, (void)scope;
   return -FI_ENOSYS;
 }
 
 XPU_DEVICE_FUNC int efa_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr,
-                              uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope) {
+                                  uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope) {
   (void)ep, (void)buf, (void)len, (void)desc, (void)src_addr, (void)tag, (void)ignore, (void)context,
       (void)flags, (void)scope;
   return -FI_ENOSYS;
 }
 
 XPU_DEVICE_FUNC int efa_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr,
-                               uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags,
-                               int scope) {
+                                   uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags,
+                                   int scope) {
   (void)ep, (void)buf, (void)count, (void)desc, (void)dest_addr, (void)addr, (void)key, (void)datatype, (void)op,
       (void)context, (void)flags, (void)scope;
   return -FI_ENOSYS;
 }
 
 XPU_DEVICE_FUNC int efa_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result,
-                                     void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype,
-                                     int op, void *context, uint64_t flags, int scope) {
+                                         void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype,
+                                         int op, void *context, uint64_t flags, int scope) {
   (void)ep, (void)buf, (void)count, (void)desc, (void)result, (void)result_desc, (void)dest_addr, (void)addr,
       (void)key, (void)datatype, (void)op, (void)context, (void)flags, (void)scope;
   return -FI_ENOSYS;
 }
 
 XPU_DEVICE_FUNC int efa_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc,
-                                       const void *compare, void *compare_desc, void *result, void *result_desc,
-                                       void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op,
-                                       void *context, uint64_t flags, int scope) {
+                                           const void *compare, void *compare_desc, void *result, void *result_desc,
+                                           void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op,
+                                           void *context, uint64_t flags, int scope) {
   (void)ep, (void)buf, (void)count, (void)desc, (void)compare, (void)compare_desc, (void)result,
       (void)result_desc, (void)dest_addr, (void)addr, (void)key, (void)datatype, (void)op, (void)context,
       (void)flags, (void)scope;
