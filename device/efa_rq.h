@@ -44,7 +44,7 @@ XPU_FUNC size_t efa_rq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_s
 
 /* 0; -FI_EINVAL for a bad attr (entry_size must be 16), max_sge 0 or above the depth, bad scratch. */
 XPU_FUNC int efa_rq_init(struct efa_rq *rq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
-                            size_t scratch_len) {
+                         size_t scratch_len) {
   if (!rq || !a) return -FI_EINVAL;
   int rc = efa_dp_ring_init(&rq->ring, a, EFA_IO_RX_DESC_SIZE);
   if (rc) return rc;
@@ -57,7 +57,7 @@ XPU_FUNC int efa_rq_init(struct efa_rq *rq, const struct efa_dp_wq_attr *a, uint
 
 /* Fills one RX descriptor. */
 XPU_FUNC void efa_dp_build_rx_desc(struct efa_io_rx_desc *d, const struct efa_dp_sge *s, uint16_t req_id,
-                                      int first, int last) {
+                                   int first, int last) {
   memset(d, 0, sizeof(*d));
   efa_io_rx_desc_set_addr(d, s->addr);
   d->req_id = req_id;

@@ -91,7 +91,7 @@ XPU_FUNC size_t efa_sq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_s
  * max_sge outside 1..2, or scratch too small / misaligned.
  */
 XPU_FUNC int efa_sq_init(struct efa_sq *sq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
-                            size_t scratch_len) {
+                         size_t scratch_len) {
   if (!sq || !a || (a->entry_size != EFA_IO_TX_WQE_SIZE && a->entry_size != EFA_IO_TX_WQE_128_SIZE))
     return -FI_EINVAL;
   if (max_sge < 1 || max_sge > EFA_IO_TX_DESC_NUM_BUFS) return -FI_EINVAL;
@@ -169,7 +169,7 @@ XPU_FUNC void efa_dp_set_buf_desc(struct efa_io_tx_buf_desc *d, const struct efa
  * here first). Pure: touches nothing else, so tests and the emulator can use it.
  */
 XPU_FUNC void efa_dp_build_tx_wqe(const struct efa_dp_wr *wr, uint32_t wqe_size, uint16_t req_id, uint32_t phase,
-                                     struct efa_io_tx_wqe_128 *out) {
+                                  struct efa_io_tx_wqe_128 *out) {
   memset(out, 0, wqe_size);
   struct efa_io_tx_meta_desc *m = &out->meta;
   const int is_inline = (wr->flags & EFA_DP_WR_INLINE) != 0;
