@@ -76,7 +76,7 @@ struct efa_dp_cqe {
 };
 
 /* 0; -FI_EINVAL for NULL buffer, entry_size not 32, depth not a power of two in [2, 65536]. */
-EFA_DP_FUNC int efa_cq_init(struct efa_cq *cq, const struct efa_dp_cq_attr *a) {
+XPU_FUNC int efa_cq_init(struct efa_cq *cq, const struct efa_dp_cq_attr *a) {
   if (!cq || !a || !a->buffer || a->entry_size != EFA_IO_CQE_SIZE) return -FI_EINVAL;
   if (!efa_dp_is_pow2(a->num_entries) || a->num_entries < 2 || a->num_entries > 65536u) return -FI_EINVAL;
   cq->buf = a->buffer;
@@ -91,9 +91,9 @@ EFA_DP_FUNC int efa_cq_init(struct efa_cq *cq, const struct efa_dp_cq_attr *a) {
 }
 
 /* The phase a CQE at absolute index i carries when valid: 1 on the first lap. */
-EFA_DP_FUNC uint32_t efa_dp_cq_phase(uint32_t i, uint32_t log2_entries) { return ((i >> log2_entries) & 1u) ^ 1u; }
+XPU_FUNC uint32_t efa_dp_cq_phase(uint32_t i, uint32_t log2_entries) { return ((i >> log2_entries) & 1u) ^ 1u; }
 
-EFA_DP_FUNC void efa_dp_decode_cqe(const struct efa_io_rx_cdesc_ex *raw, struct efa_dp_cqe *out) {
+XPU_FUNC void efa_dp_decode_cqe(const struct efa_io_rx_cdesc_ex *raw, struct efa_dp_cqe *out) {
   const struct efa_io_cdesc_common *c = &raw->base.common;
   out->req_id = c->req_id;
   out->qp_num = c->qp_num;
@@ -120,7 +120,7 @@ EFA_DP_FUNC void efa_dp_decode_cqe(const struct efa_io_rx_cdesc_ex *raw, struct 
  * Consumes one CQE into *out. 0; -FI_EAGAIN when no new CQE is there (or
  * another thread is polling this CQ right now); -FI_EINVAL for NULL cq/out.
  */
-EFA_DP_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
+XPU_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
   if (!cq || !out) return -FI_EINVAL;
   uint32_t unlocked = 0;
   if (!xpu_cas_u32(&cq->lock, &unlocked, 1)) return -FI_EAGAIN;
@@ -142,13 +142,13 @@ EFA_DP_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
 }
 
 /* CQEs consumed so far (absolute). */
-EFA_DP_FUNC uint32_t efa_cq_consumed(struct efa_cq *cq) { return xpu_load_acquire_u32(&cq->consumed); }
+XPU_FUNC uint32_t efa_cq_consumed(struct efa_cq *cq) { return xpu_load_acquire_u32(&cq->consumed); }
 
 /*
  * Writes the CQ doorbell: consumer index | cmd_sn << 29 | arm << 31. 0;
  * -FI_ENOSYS when the CQ has no doorbell.
  */
-EFA_DP_FUNC int efa_cq_update_db(struct efa_cq *cq, uint32_t arm) {
+XPU_FUNC int efa_cq_update_db(struct efa_cq *cq, uint32_t arm) {
   if (!cq->db) return -FI_ENOSYS;
   const uint32_t v = efa_io_cq_db_make((uint16_t)xpu_load_acquire_u32(&cq->consumed),
                                        xpu_load_relaxed_u32(&cq->cmd_sn), arm ? 1u : 0u);
@@ -158,16 +158,16 @@ EFA_DP_FUNC int efa_cq_update_db(struct efa_cq *cq, uint32_t arm) {
 }
 
 /* Requests a completion event (ibv_req_notify_cq). 0 or -FI_ENOSYS. */
-EFA_DP_FUNC int efa_cq_arm(struct efa_cq *cq) { return efa_cq_update_db(cq, 1); }
+XPU_FUNC int efa_cq_arm(struct efa_cq *cq) { return efa_cq_update_db(cq, 1); }
 
 /* Acknowledges one completion event (ibv_get_cq_event advances cmd_sn). */
-EFA_DP_FUNC void efa_cq_ack_event(struct efa_cq *cq) { xpu_fetch_add_u32(&cq->cmd_sn, 1); }
+XPU_FUNC void efa_cq_ack_event(struct efa_cq *cq) { xpu_fetch_add_u32(&cq->cmd_sn, 1); }
 
 /*
  * NIC side: writes a CQE into `slot` with the given phase: bytes 4..31 first,
  * then bytes 0..3 (req_id, status, flags) in one 32-bit release store.
  */
-EFA_DP_FUNC void efa_dp_nic_write_cqe(uint8_t *slot, const struct efa_io_rx_cdesc_ex *cqe, uint32_t phase) {
+XPU_FUNC void efa_dp_nic_write_cqe(uint8_t *slot, const struct efa_io_rx_cdesc_ex *cqe, uint32_t phase) {
   struct efa_io_rx_cdesc_ex tmp = *cqe;
   efa_io_cdesc_common_set_phase(&tmp.base.common, (uint8_t)phase);
   memcpy(slot + 4, (const uint8_t *)&tmp + 4, sizeof(tmp) - 4);

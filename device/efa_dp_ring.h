@@ -53,8 +53,6 @@
 
 #include "device/xpu_prims.h"
 
-#define EFA_DP_FUNC XPU_FUNC
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -92,9 +90,9 @@ struct efa_dp_ring {
   uint32_t db_lock;   /* 0 free, 1 held */
 };
 
-EFA_DP_FUNC int efa_dp_is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+XPU_FUNC int efa_dp_is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-EFA_DP_FUNC uint32_t efa_dp_log2(uint32_t v) {
+XPU_FUNC uint32_t efa_dp_log2(uint32_t v) {
   uint32_t l = 0;
   while ((1u << l) < v) ++l;
   return l;
@@ -102,7 +100,7 @@ EFA_DP_FUNC uint32_t efa_dp_log2(uint32_t v) {
 
 /* 0, or -FI_EINVAL for a NULL buffer/doorbell, a depth that is not a power of
  * two in [2, EFA_DP_MAX_ENTRIES], or max_batch 0. max_batch is capped at the depth. */
-EFA_DP_FUNC int efa_dp_ring_init(struct efa_dp_ring *r, const struct efa_dp_wq_attr *a, uint32_t entry_size) {
+XPU_FUNC int efa_dp_ring_init(struct efa_dp_ring *r, const struct efa_dp_wq_attr *a, uint32_t entry_size) {
   if (!r || !a || !a->buffer || !a->doorbell) return -FI_EINVAL;
   if (a->entry_size != entry_size) return -FI_EINVAL;
   if (!efa_dp_is_pow2(a->num_entries) || a->num_entries < 2 || a->num_entries > EFA_DP_MAX_ENTRIES)
@@ -124,20 +122,20 @@ EFA_DP_FUNC int efa_dp_ring_init(struct efa_dp_ring *r, const struct efa_dp_wq_a
 }
 
 /* The ring entry of absolute index i. */
-EFA_DP_FUNC uint8_t *efa_dp_ring_entry(const struct efa_dp_ring *r, uint32_t i) {
+XPU_FUNC uint8_t *efa_dp_ring_entry(const struct efa_dp_ring *r, uint32_t i) {
   return r->buf + (size_t)(i & r->mask) * r->entry_size;
 }
 
 /* Lap parity of absolute index i in a ring of 2^log2_entries: 0 on the first pass. */
-EFA_DP_FUNC uint32_t efa_dp_lap_phase(uint32_t i, uint32_t log2_entries) { return (i >> log2_entries) & 1u; }
+XPU_FUNC uint32_t efa_dp_lap_phase(uint32_t i, uint32_t log2_entries) { return (i >> log2_entries) & 1u; }
 
 /* Lap parity of absolute index i: 0 on the first pass over the ring. */
-EFA_DP_FUNC uint32_t efa_dp_ring_phase(const struct efa_dp_ring *r, uint32_t i) {
+XPU_FUNC uint32_t efa_dp_ring_phase(const struct efa_dp_ring *r, uint32_t i) {
   return (i >> r->log2_entries) & 1u;
 }
 
 /* Entries claimed and not yet given back. */
-EFA_DP_FUNC uint32_t efa_dp_ring_inflight(struct efa_dp_ring *r) {
+XPU_FUNC uint32_t efa_dp_ring_inflight(struct efa_dp_ring *r) {
   uint32_t done = xpu_load_acquire_u32(&r->completed);
   return xpu_load_acquire_u32(&r->claimed) - done;
 }
@@ -147,7 +145,7 @@ EFA_DP_FUNC uint32_t efa_dp_ring_inflight(struct efa_dp_ring *r) {
  * 0; -FI_EAGAIN when the queue lacks n free entries; -FI_EINVAL when n is 0 or
  * larger than the depth.
  */
-EFA_DP_FUNC int efa_dp_ring_claim(struct efa_dp_ring *r, uint32_t n, uint32_t *first_p) {
+XPU_FUNC int efa_dp_ring_claim(struct efa_dp_ring *r, uint32_t n, uint32_t *first_p) {
   if (n == 0 || n > r->num_entries) return -FI_EINVAL;
   for (;;) {
     /* completed first: claimed read later is never behind it. */
@@ -167,7 +165,7 @@ EFA_DP_FUNC int efa_dp_ring_claim(struct efa_dp_ring *r, uint32_t n, uint32_t *f
  * of at most max_batch entries. With whole_chunks_only, a final step shorter
  * than max_batch is left for later (FI_MORE).
  */
-EFA_DP_FUNC void efa_dp_ring_doorbell(struct efa_dp_ring *r, uint32_t target, int whole_chunks_only) {
+XPU_FUNC void efa_dp_ring_doorbell(struct efa_dp_ring *r, uint32_t target, int whole_chunks_only) {
   uint32_t unlocked = 0;
   while (!xpu_cas_u32(&r->db_lock, &unlocked, 1)) {
     unlocked = 0;
@@ -194,7 +192,7 @@ EFA_DP_FUNC void efa_dp_ring_doorbell(struct efa_dp_ring *r, uint32_t target, in
  * earlier claim is published, then rings them unless `defer` (FI_MORE), in
  * which case only whole max_batch chunks are rung.
  */
-EFA_DP_FUNC void efa_dp_ring_publish(struct efa_dp_ring *r, uint32_t first, uint32_t n, int defer) {
+XPU_FUNC void efa_dp_ring_publish(struct efa_dp_ring *r, uint32_t first, uint32_t n, int defer) {
   while (xpu_load_acquire_u32(&r->published) != first) xpu_relax();
   xpu_store_release_u32(&r->published, first + n);
   if (!defer) {
@@ -205,12 +203,12 @@ EFA_DP_FUNC void efa_dp_ring_publish(struct efa_dp_ring *r, uint32_t first, uint
 }
 
 /* Rings every published entry (ends an FI_MORE sequence). */
-EFA_DP_FUNC void efa_dp_ring_flush(struct efa_dp_ring *r) {
+XPU_FUNC void efa_dp_ring_flush(struct efa_dp_ring *r) {
   efa_dp_ring_doorbell(r, xpu_load_acquire_u32(&r->published), 0);
 }
 
 /* Returns n entries to the queue after their completion was consumed. */
-EFA_DP_FUNC void efa_dp_ring_give_back(struct efa_dp_ring *r, uint32_t n) {
+XPU_FUNC void efa_dp_ring_give_back(struct efa_dp_ring *r, uint32_t n) {
   xpu_fetch_add_u32(&r->completed, n);
 }
 
@@ -232,9 +230,9 @@ struct efa_dp_reqs {
 };
 
 /* Scratch bytes a table of `count` ids needs (8-byte aligned). */
-EFA_DP_FUNC size_t efa_dp_reqs_scratch_size(uint32_t count) { return (size_t)count * 20u; }
+XPU_FUNC size_t efa_dp_reqs_scratch_size(uint32_t count) { return (size_t)count * 20u; }
 
-EFA_DP_FUNC int efa_dp_reqs_init(struct efa_dp_reqs *t, uint32_t count, void *scratch, size_t scratch_len) {
+XPU_FUNC int efa_dp_reqs_init(struct efa_dp_reqs *t, uint32_t count, void *scratch, size_t scratch_len) {
   if (!efa_dp_is_pow2(count) || count > 65536u || !scratch || ((uintptr_t)scratch & 7u) != 0 ||
       scratch_len < efa_dp_reqs_scratch_size(count))
     return -FI_EINVAL;
@@ -255,7 +253,7 @@ EFA_DP_FUNC int efa_dp_reqs_init(struct efa_dp_reqs *t, uint32_t count, void *sc
 }
 
 /* A free req_id bound to (ctx, aux), or -FI_EAGAIN when none is free. */
-EFA_DP_FUNC int efa_dp_reqs_alloc(struct efa_dp_reqs *t, uint64_t ctx, uint32_t aux) {
+XPU_FUNC int efa_dp_reqs_alloc(struct efa_dp_reqs *t, uint64_t ctx, uint32_t aux) {
   uint64_t h = xpu_load_acquire_u64(&t->head);
   uint32_t idx;
   for (;;) {
@@ -278,7 +276,7 @@ EFA_DP_FUNC int efa_dp_reqs_alloc(struct efa_dp_reqs *t, uint64_t ctx, uint32_t 
  * Frees req_id, returning its context and aux. 0; -FI_EINVAL when req_id is
  * not outstanding (unknown index, stale generation, or already completed).
  */
-EFA_DP_FUNC int efa_dp_reqs_free(struct efa_dp_reqs *t, uint32_t req_id, uint64_t *ctx_p, uint32_t *aux_p) {
+XPU_FUNC int efa_dp_reqs_free(struct efa_dp_reqs *t, uint32_t req_id, uint64_t *ctx_p, uint32_t *aux_p) {
   if (req_id > 0xffffu) return -FI_EINVAL;
   const uint32_t idx = req_id & (t->count - 1);
   uint32_t s = xpu_load_acquire_u32(&t->state[idx]);

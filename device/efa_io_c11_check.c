@@ -1,14 +1,17 @@
 /*
- * Compiles the format headers as strict C11 (-pedantic-errors) and exports
+ * Compiles the format and data-path headers (work requests and completion
+ * translation included) as strict C11 (-pedantic-errors) and exports
  * what the C compiler made of them, so a C++ test can compare both layouts.
  */
 #include "device/efa_io_c11_check.h"
 
 #include <string.h>
 
+#include "device/efa_completion.h"
 #include "device/efa_dp.h"
 #include "device/efa_io_layout.h"
 #include "device/efa_io_status.h"
+#include "device/efa_wr.h"
 
 #define EFA_IO_C11_SIZE_(s) sizeof(struct s),
 #define EFA_IO_C11_FIELD_(s, m) offsetof(struct s, m),

@@ -27,12 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Functions callable from host code and from CUDA device code. */
-#if defined(__CUDACC__)
-#define EFA_IO_FUNC __host__ __device__ static inline
-#else
-#define EFA_IO_FUNC static inline
-#endif
+#include "device/xpu_func.h"
+
 
 #if defined(__cplusplus)
 #define EFA_IO_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -290,10 +286,10 @@ struct efa_io_rx_cdesc_ex {
  * for the bits FIELD##_MASK of p->member (of type mtype).
  */
 #define EFA_IO_DEFINE_FIELD(stype, field, member, mtype, vtype, FIELD)                   \
-  EFA_IO_FUNC vtype stype##_get_##field(const struct stype *p) {                        \
+  XPU_FUNC vtype stype##_get_##field(const struct stype *p) {                        \
     return (vtype)(((uint32_t)p->member & (FIELD##_MASK)) >> (FIELD##_SHIFT));           \
   }                                                                                      \
-  EFA_IO_FUNC void stype##_set_##field(struct stype *p, vtype v) {                      \
+  XPU_FUNC void stype##_set_##field(struct stype *p, vtype v) {                      \
     p->member = (mtype)(((uint32_t)p->member & ~(uint32_t)(FIELD##_MASK)) |              \
                         (((uint32_t)v << (FIELD##_SHIFT)) & (FIELD##_MASK)));            \
   }
@@ -324,58 +320,58 @@ EFA_IO_DEFINE_FIELD(efa_io_cdesc_common, unsolicited, flags, uint8_t, uint8_t,
 /* ---- Whole-value helpers ------------------------------------------------- */
 
 /* The CQ doorbell value: consumer index [15:0], cmd_sn [30:29], arm [31]. */
-EFA_IO_FUNC uint32_t efa_io_cq_db_make(uint16_t consumer_index, uint32_t cmd_sn, uint32_t arm) {
+XPU_FUNC uint32_t efa_io_cq_db_make(uint16_t consumer_index, uint32_t cmd_sn, uint32_t arm) {
   return (((uint32_t)consumer_index << EFA_IO_REGS_CQ_DB_CONSUMER_INDEX_SHIFT) &
           EFA_IO_REGS_CQ_DB_CONSUMER_INDEX_MASK) |
          ((cmd_sn << EFA_IO_REGS_CQ_DB_CMD_SN_SHIFT) & EFA_IO_REGS_CQ_DB_CMD_SN_MASK) |
          ((arm << EFA_IO_REGS_CQ_DB_ARM_SHIFT) & EFA_IO_REGS_CQ_DB_ARM_MASK);
 }
-EFA_IO_FUNC uint16_t efa_io_cq_db_get_consumer_index(uint32_t db) {
+XPU_FUNC uint16_t efa_io_cq_db_get_consumer_index(uint32_t db) {
   return (uint16_t)((db & EFA_IO_REGS_CQ_DB_CONSUMER_INDEX_MASK) >> EFA_IO_REGS_CQ_DB_CONSUMER_INDEX_SHIFT);
 }
-EFA_IO_FUNC uint32_t efa_io_cq_db_get_cmd_sn(uint32_t db) {
+XPU_FUNC uint32_t efa_io_cq_db_get_cmd_sn(uint32_t db) {
   return (db & EFA_IO_REGS_CQ_DB_CMD_SN_MASK) >> EFA_IO_REGS_CQ_DB_CMD_SN_SHIFT;
 }
-EFA_IO_FUNC uint32_t efa_io_cq_db_get_arm(uint32_t db) {
+XPU_FUNC uint32_t efa_io_cq_db_get_arm(uint32_t db) {
   return (db & EFA_IO_REGS_CQ_DB_ARM_MASK) >> EFA_IO_REGS_CQ_DB_ARM_SHIFT;
 }
 
 /* 64-bit addresses are split into lo/hi words. */
-EFA_IO_FUNC void efa_io_tx_buf_desc_set_addr(struct efa_io_tx_buf_desc *p, uint64_t addr) {
+XPU_FUNC void efa_io_tx_buf_desc_set_addr(struct efa_io_tx_buf_desc *p, uint64_t addr) {
   p->buf_addr_lo = (uint32_t)addr;
   p->buf_addr_hi = (uint32_t)(addr >> 32);
 }
-EFA_IO_FUNC uint64_t efa_io_tx_buf_desc_get_addr(const struct efa_io_tx_buf_desc *p) {
+XPU_FUNC uint64_t efa_io_tx_buf_desc_get_addr(const struct efa_io_tx_buf_desc *p) {
   return ((uint64_t)p->buf_addr_hi << 32) | p->buf_addr_lo;
 }
-EFA_IO_FUNC void efa_io_remote_mem_addr_set_addr(struct efa_io_remote_mem_addr *p, uint64_t addr) {
+XPU_FUNC void efa_io_remote_mem_addr_set_addr(struct efa_io_remote_mem_addr *p, uint64_t addr) {
   p->buf_addr_lo = (uint32_t)addr;
   p->buf_addr_hi = (uint32_t)(addr >> 32);
 }
-EFA_IO_FUNC uint64_t efa_io_remote_mem_addr_get_addr(const struct efa_io_remote_mem_addr *p) {
+XPU_FUNC uint64_t efa_io_remote_mem_addr_get_addr(const struct efa_io_remote_mem_addr *p) {
   return ((uint64_t)p->buf_addr_hi << 32) | p->buf_addr_lo;
 }
-EFA_IO_FUNC void efa_io_rx_desc_set_addr(struct efa_io_rx_desc *p, uint64_t addr) {
+XPU_FUNC void efa_io_rx_desc_set_addr(struct efa_io_rx_desc *p, uint64_t addr) {
   p->buf_addr_lo = (uint32_t)addr;
   p->buf_addr_hi = (uint32_t)(addr >> 32);
 }
-EFA_IO_FUNC uint64_t efa_io_rx_desc_get_addr(const struct efa_io_rx_desc *p) {
+XPU_FUNC uint64_t efa_io_rx_desc_get_addr(const struct efa_io_rx_desc *p) {
   return ((uint64_t)p->buf_addr_hi << 32) | p->buf_addr_lo;
 }
 
 /* The 48 high bits of a 64-bit request id (req_id_ex words w[0..2] = bits 16..63). */
-EFA_IO_FUNC void efa_io_req_id_ex_set(struct efa_io_req_id_ex *p, uint64_t id) {
+XPU_FUNC void efa_io_req_id_ex_set(struct efa_io_req_id_ex *p, uint64_t id) {
   p->w[0] = (uint16_t)(id >> 16);
   p->w[1] = (uint16_t)(id >> 32);
   p->w[2] = (uint16_t)(id >> 48);
 }
-EFA_IO_FUNC uint64_t efa_io_req_id_ex_get(const struct efa_io_req_id_ex *p, uint16_t req_id) {
+XPU_FUNC uint64_t efa_io_req_id_ex_get(const struct efa_io_req_id_ex *p, uint16_t req_id) {
   return (uint64_t)req_id | ((uint64_t)p->w[0] << 16) | ((uint64_t)p->w[1] << 32) |
          ((uint64_t)p->w[2] << 48);
 }
 
 /* Received byte count of an RX CQE: length | length_hi << 16 for RDMA write with imm. */
-EFA_IO_FUNC uint32_t efa_io_rx_cdesc_ex_byte_len(const struct efa_io_rx_cdesc_ex *p) {
+XPU_FUNC uint32_t efa_io_rx_cdesc_ex_byte_len(const struct efa_io_rx_cdesc_ex *p) {
   uint32_t len = p->base.length;
   if (efa_io_cdesc_common_get_op_type(&p->base.common) == EFA_IO_RDMA_WRITE)
     len |= (uint32_t)p->u.rdma_write.length_hi << 16;

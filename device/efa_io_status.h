@@ -93,7 +93,7 @@ enum efa_io_ibv_wc_status {
 #define EFA_IO_STATUS_UNKNOWN_IBV_WC EFA_IO_IBV_WC_GENERAL_ERR
 
 /* Nonzero when status is one of the table's rows. */
-EFA_IO_FUNC int efa_io_status_is_known(uint32_t status) {
+XPU_FUNC int efa_io_status_is_known(uint32_t status) {
   switch (status) {
 #define EFA_IO_X_(name, fi, wc, desc) case EFA_IO_COMP_STATUS_##name:
     EFA_IO_COMP_STATUS_TABLE(EFA_IO_X_)
@@ -105,7 +105,7 @@ EFA_IO_FUNC int efa_io_status_is_known(uint32_t status) {
 }
 
 /* Positive FI_E* for fi_cq_err_entry.err; 0 for OK; FI_EOTHER when unknown. */
-EFA_IO_FUNC int efa_io_status_to_fi_errno(uint32_t status) {
+XPU_FUNC int efa_io_status_to_fi_errno(uint32_t status) {
   switch (status) {
 #define EFA_IO_X_(name, fi, wc, desc) \
   case EFA_IO_COMP_STATUS_##name:     \
@@ -118,7 +118,7 @@ EFA_IO_FUNC int efa_io_status_to_fi_errno(uint32_t status) {
 }
 
 /* Numeric enum ibv_wc_status; IBV_WC_GENERAL_ERR when unknown. */
-EFA_IO_FUNC int efa_io_status_to_ibv_wc_status(uint32_t status) {
+XPU_FUNC int efa_io_status_to_ibv_wc_status(uint32_t status) {
   switch (status) {
 #define EFA_IO_X_(name, fi, wc, desc) \
   case EFA_IO_COMP_STATUS_##name:     \
@@ -131,7 +131,7 @@ EFA_IO_FUNC int efa_io_status_to_ibv_wc_status(uint32_t status) {
 }
 
 /* "EFA_IO_COMP_STATUS_<NAME>", or "EFA_IO_COMP_STATUS_UNKNOWN". Never NULL. */
-EFA_IO_FUNC const char *efa_io_status_name(uint32_t status) {
+XPU_FUNC const char *efa_io_status_name(uint32_t status) {
   switch (status) {
 #define EFA_IO_X_(name, fi, wc, desc) \
   case EFA_IO_COMP_STATUS_##name:     \
@@ -144,7 +144,7 @@ EFA_IO_FUNC const char *efa_io_status_name(uint32_t status) {
 }
 
 /* A human-readable description ("Unknown status" when unknown). Never NULL. */
-EFA_IO_FUNC const char *efa_io_status_str(uint32_t status) {
+XPU_FUNC const char *efa_io_status_str(uint32_t status) {
   switch (status) {
 #define EFA_IO_X_(name, fi, wc, desc) \
   case EFA_IO_COMP_STATUS_##name:     \

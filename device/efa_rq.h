@@ -40,11 +40,11 @@ struct efa_rq {
   uint32_t max_sge; /* device max_rq_sge */
 };
 
-EFA_DP_FUNC size_t efa_rq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_scratch_size(num_entries); }
+XPU_FUNC size_t efa_rq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_scratch_size(num_entries); }
 
 /* 0; -FI_EINVAL for a bad attr (entry_size must be 16), max_sge 0 or above the depth, bad scratch. */
-EFA_DP_FUNC int efa_rq_init(struct efa_rq *rq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
-                            size_t scratch_len) {
+XPU_FUNC int efa_rq_init(struct efa_rq *rq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
+                         size_t scratch_len) {
   if (!rq || !a) return -FI_EINVAL;
   int rc = efa_dp_ring_init(&rq->ring, a, EFA_IO_RX_DESC_SIZE);
   if (rc) return rc;
@@ -56,8 +56,8 @@ EFA_DP_FUNC int efa_rq_init(struct efa_rq *rq, const struct efa_dp_wq_attr *a, u
 }
 
 /* Fills one RX descriptor. */
-EFA_DP_FUNC void efa_dp_build_rx_desc(struct efa_io_rx_desc *d, const struct efa_dp_sge *s, uint16_t req_id,
-                                      int first, int last) {
+XPU_FUNC void efa_dp_build_rx_desc(struct efa_io_rx_desc *d, const struct efa_dp_sge *s, uint16_t req_id,
+                                   int first, int last) {
   memset(d, 0, sizeof(*d));
   efa_io_rx_desc_set_addr(d, s->addr);
   d->req_id = req_id;
@@ -68,14 +68,14 @@ EFA_DP_FUNC void efa_dp_build_rx_desc(struct efa_io_rx_desc *d, const struct efa
 }
 
 /*
- * Posts one receive of nsge buffers. 0; -FI_EINVAL (nsge 0 or above max_sge,
- * rq or sgl NULL); -FI_EAGAIN (not enough free descriptors).
+ * Writes one receive of nsge buffers into the claimed entries [first, first +
+ * nsge) with a fresh req_id bound to ctx; returns the req_id (whose table
+ * index, req_id & (reqs.count - 1), is where a caller keeps more per-receive
+ * state). Nothing is published. The table always has an id for claimed
+ * entries; should it not, the poster waits for a completion.
  */
-EFA_DP_FUNC int efa_rq_post(struct efa_rq *rq, const struct efa_dp_sge *sgl, uint32_t nsge, uint64_t ctx) {
-  if (!rq || !sgl || nsge == 0 || nsge > rq->max_sge) return -FI_EINVAL;
-  uint32_t first;
-  int rc = efa_dp_ring_claim(&rq->ring, nsge, &first);
-  if (rc) return rc;
+XPU_FUNC int efa_rq_write(struct efa_rq *rq, uint32_t first, const struct efa_dp_sge *sgl, uint32_t nsge,
+                          uint64_t ctx) {
   int req_id;
   while ((req_id = efa_dp_reqs_alloc(&rq->reqs, ctx, nsge)) < 0) xpu_relax();
   for (uint32_t i = 0; i < nsge; ++i) {
@@ -83,6 +83,26 @@ EFA_DP_FUNC int efa_rq_post(struct efa_rq *rq, const struct efa_dp_sge *sgl, uin
     efa_dp_build_rx_desc(&d, &sgl[i], (uint16_t)req_id, i == 0, i + 1 == nsge);
     memcpy(efa_dp_ring_entry(&rq->ring, first + i), &d, sizeof(d));
   }
+  return req_id;
+}
+
+/* 0, or the error efa_rq_post would return before claiming (nsge 0 or above max_sge, rq or sgl NULL). */
+XPU_FUNC int efa_rq_check(const struct efa_rq *rq, const struct efa_dp_sge *sgl, uint32_t nsge) {
+  if (!rq || !sgl || nsge == 0 || nsge > rq->max_sge) return -FI_EINVAL;
+  return 0;
+}
+
+/*
+ * Posts one receive of nsge buffers. 0; -FI_EINVAL (nsge 0 or above max_sge,
+ * rq or sgl NULL); -FI_EAGAIN (not enough free descriptors).
+ */
+XPU_FUNC int efa_rq_post(struct efa_rq *rq, const struct efa_dp_sge *sgl, uint32_t nsge, uint64_t ctx) {
+  int rc = efa_rq_check(rq, sgl, nsge);
+  if (rc) return rc;
+  uint32_t first;
+  rc = efa_dp_ring_claim(&rq->ring, nsge, &first);
+  if (rc) return rc;
+  efa_rq_write(rq, first, sgl, nsge, ctx);
   efa_dp_ring_publish(&rq->ring, first, nsge, 0);
   return 0;
 }
@@ -93,7 +113,7 @@ EFA_DP_FUNC int efa_rq_post(struct efa_rq *rq, const struct efa_dp_sge *sgl, uin
  * not outstanding. Unsolicited RDMA-write completions used no RQ entry and
  * must not be passed here.
  */
-EFA_DP_FUNC int efa_rq_complete(struct efa_rq *rq, uint16_t req_id, uint64_t *ctx_p) {
+XPU_FUNC int efa_rq_complete(struct efa_rq *rq, uint16_t req_id, uint64_t *ctx_p) {
   if (!rq) return -FI_EINVAL;
   uint32_t ndesc = 0;
   int rc = efa_dp_reqs_free(&rq->reqs, req_id, ctx_p, &ndesc);

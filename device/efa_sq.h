@@ -84,14 +84,14 @@ struct efa_sq {
   uint32_t inline_max; /* 32 (64-B WQE) or 80 (128-B WQE) */
 };
 
-EFA_DP_FUNC size_t efa_sq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_scratch_size(num_entries); }
+XPU_FUNC size_t efa_sq_scratch_size(uint32_t num_entries) { return efa_dp_reqs_scratch_size(num_entries); }
 
 /*
  * 0; -FI_EINVAL for a bad attr (entry_size not 64/128, see efa_dp_ring_init),
  * max_sge outside 1..2, or scratch too small / misaligned.
  */
-EFA_DP_FUNC int efa_sq_init(struct efa_sq *sq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
-                            size_t scratch_len) {
+XPU_FUNC int efa_sq_init(struct efa_sq *sq, const struct efa_dp_wq_attr *a, uint32_t max_sge, void *scratch,
+                         size_t scratch_len) {
   if (!sq || !a || (a->entry_size != EFA_IO_TX_WQE_SIZE && a->entry_size != EFA_IO_TX_WQE_128_SIZE))
     return -FI_EINVAL;
   if (max_sge < 1 || max_sge > EFA_IO_TX_DESC_NUM_BUFS) return -FI_EINVAL;
@@ -105,7 +105,7 @@ EFA_DP_FUNC int efa_sq_init(struct efa_sq *sq, const struct efa_dp_wq_attr *a, u
   return 0;
 }
 
-EFA_DP_FUNC uint32_t efa_dp_wr_total_len(const struct efa_dp_wr *wr) {
+XPU_FUNC uint32_t efa_dp_wr_total_len(const struct efa_dp_wr *wr) {
   uint32_t total = 0;
   for (uint32_t i = 0; i < wr->num_sge && i < EFA_IO_TX_DESC_NUM_BUFS; ++i) total += wr->sge[i].length;
   return total;
@@ -118,7 +118,7 @@ EFA_DP_FUNC uint32_t efa_dp_wr_total_len(const struct efa_dp_wr *wr) {
  * (inline data larger than the WQE holds); -FI_EOPNOTSUPP (inline RDMA write
  * on a 64-B WQE queue).
  */
-EFA_DP_FUNC int efa_sq_check_wr(const struct efa_sq *sq, const struct efa_dp_wr *wr) {
+XPU_FUNC int efa_sq_check_wr(const struct efa_sq *sq, const struct efa_dp_wr *wr) {
   if (!sq || !wr || (wr->flags & ~EFA_DP_WR_ALL_FLAGS)) return -FI_EINVAL;
   const int is_inline = (wr->flags & EFA_DP_WR_INLINE) != 0;
   if (is_inline) {
@@ -145,12 +145,12 @@ EFA_DP_FUNC int efa_sq_check_wr(const struct efa_sq *sq, const struct efa_dp_wr 
   }
 }
 
-EFA_DP_FUNC void efa_dp_copy_bytes(uint8_t *dst, const uint8_t *src, uint32_t len) {
+XPU_FUNC void efa_dp_copy_bytes(uint8_t *dst, const uint8_t *src, uint32_t len) {
   for (uint32_t i = 0; i < len; ++i) dst[i] = src[i];
 }
 
 /* Concatenates the SGEs' bytes at dst (inline data). */
-EFA_DP_FUNC void efa_dp_gather_inline(uint8_t *dst, const struct efa_dp_wr *wr) {
+XPU_FUNC void efa_dp_gather_inline(uint8_t *dst, const struct efa_dp_wr *wr) {
   uint32_t off = 0;
   for (uint32_t i = 0; i < wr->num_sge; ++i) {
     efa_dp_copy_bytes(dst + off, (const uint8_t *)(uintptr_t)wr->sge[i].addr, wr->sge[i].length);
@@ -158,7 +158,7 @@ EFA_DP_FUNC void efa_dp_gather_inline(uint8_t *dst, const struct efa_dp_wr *wr) 
   }
 }
 
-EFA_DP_FUNC void efa_dp_set_buf_desc(struct efa_io_tx_buf_desc *d, const struct efa_dp_sge *s) {
+XPU_FUNC void efa_dp_set_buf_desc(struct efa_io_tx_buf_desc *d, const struct efa_dp_sge *s) {
   d->length = s->length;
   efa_io_tx_buf_desc_set_lkey(d, s->lkey);
   efa_io_tx_buf_desc_set_addr(d, s->addr);
@@ -168,8 +168,8 @@ EFA_DP_FUNC void efa_dp_set_buf_desc(struct efa_io_tx_buf_desc *d, const struct 
  * Builds the WQE for a checked wr into out (wqe_size bytes, 64 or 128, zeroed
  * here first). Pure: touches nothing else, so tests and the emulator can use it.
  */
-EFA_DP_FUNC void efa_dp_build_tx_wqe(const struct efa_dp_wr *wr, uint32_t wqe_size, uint16_t req_id, uint32_t phase,
-                                     struct efa_io_tx_wqe_128 *out) {
+XPU_FUNC void efa_dp_build_tx_wqe(const struct efa_dp_wr *wr, uint32_t wqe_size, uint16_t req_id, uint32_t phase,
+                                  struct efa_io_tx_wqe_128 *out) {
   memset(out, 0, wqe_size);
   struct efa_io_tx_meta_desc *m = &out->meta;
   const int is_inline = (wr->flags & EFA_DP_WR_INLINE) != 0;
@@ -222,7 +222,7 @@ EFA_DP_FUNC void efa_dp_build_tx_wqe(const struct efa_dp_wr *wr, uint32_t wqe_si
  * (with the phase) last behind a release fence, so a NIC that sees the new
  * phase sees the whole WQE.
  */
-EFA_DP_FUNC void efa_dp_copy_wqe(uint8_t *slot, const struct efa_io_tx_wqe_128 *wqe, uint32_t wqe_size) {
+XPU_FUNC void efa_dp_copy_wqe(uint8_t *slot, const struct efa_io_tx_wqe_128 *wqe, uint32_t wqe_size) {
   const uint8_t *src = (const uint8_t *)wqe;
   uint64_t *dst = (uint64_t *)slot;
   uint64_t w;
@@ -236,7 +236,7 @@ EFA_DP_FUNC void efa_dp_copy_wqe(uint8_t *slot, const struct efa_io_tx_wqe_128 *
 }
 
 /* Reserves n slots; see efa_dp_ring_claim. */
-EFA_DP_FUNC int efa_sq_claim(struct efa_sq *sq, uint32_t n, uint32_t *first_p) {
+XPU_FUNC int efa_sq_claim(struct efa_sq *sq, uint32_t n, uint32_t *first_p) {
   return efa_dp_ring_claim(&sq->ring, n, first_p);
 }
 
@@ -246,7 +246,7 @@ EFA_DP_FUNC int efa_sq_claim(struct efa_sq *sq, uint32_t n, uint32_t *first_p) {
  * should it not, the poster waits for a completion rather than leave the slot
  * unpublished.
  */
-EFA_DP_FUNC int efa_sq_write(struct efa_sq *sq, uint32_t slot, const struct efa_dp_wr *wr) {
+XPU_FUNC int efa_sq_write(struct efa_sq *sq, uint32_t slot, const struct efa_dp_wr *wr) {
   int req_id;
   while ((req_id = efa_dp_reqs_alloc(&sq->reqs, wr->context, 1)) < 0) xpu_relax();
   struct efa_io_tx_wqe_128 wqe;
@@ -256,12 +256,12 @@ EFA_DP_FUNC int efa_sq_write(struct efa_sq *sq, uint32_t slot, const struct efa_
 }
 
 /* Publishes slots [first, first + n) in claim order and rings unless flags has EFA_DP_WR_MORE. */
-EFA_DP_FUNC void efa_sq_publish(struct efa_sq *sq, uint32_t first, uint32_t n, uint32_t flags) {
+XPU_FUNC void efa_sq_publish(struct efa_sq *sq, uint32_t first, uint32_t n, uint32_t flags) {
   efa_dp_ring_publish(&sq->ring, first, n, (flags & EFA_DP_WR_MORE) != 0);
 }
 
 /* Check, claim one slot, write, publish. 0 or a negative FI_E* (see check/claim). */
-EFA_DP_FUNC int efa_sq_post(struct efa_sq *sq, const struct efa_dp_wr *wr) {
+XPU_FUNC int efa_sq_post(struct efa_sq *sq, const struct efa_dp_wr *wr) {
   int rc = efa_sq_check_wr(sq, wr);
   if (rc) return rc;
   uint32_t slot;
@@ -277,7 +277,7 @@ EFA_DP_FUNC int efa_sq_post(struct efa_sq *sq, const struct efa_dp_wr *wr) {
  * chunks) unless `flags` has EFA_DP_WR_MORE (per-wr MORE flags are ignored).
  * All or nothing: 0, or a negative FI_E* with nothing posted.
  */
-EFA_DP_FUNC int efa_sq_post_batch(struct efa_sq *sq, const struct efa_dp_wr *wrs, uint32_t n, uint32_t flags) {
+XPU_FUNC int efa_sq_post_batch(struct efa_sq *sq, const struct efa_dp_wr *wrs, uint32_t n, uint32_t flags) {
   if (!wrs && n) return -FI_EINVAL;
   for (uint32_t i = 0; i < n; ++i) {
     int rc = efa_sq_check_wr(sq, &wrs[i]);
@@ -292,14 +292,14 @@ EFA_DP_FUNC int efa_sq_post_batch(struct efa_sq *sq, const struct efa_dp_wr *wrs
 }
 
 /* Rings everything published (after posts with EFA_DP_WR_MORE). */
-EFA_DP_FUNC void efa_sq_flush(struct efa_sq *sq) { efa_dp_ring_flush(&sq->ring); }
+XPU_FUNC void efa_sq_flush(struct efa_sq *sq) { efa_dp_ring_flush(&sq->ring); }
 
 /*
  * After consuming a TX CQE of this SQ: frees req_id, returns the wr's
  * context, gives its slot back. 0; -FI_EINVAL when req_id is not outstanding
  * (stale or bogus CQE; nothing is given back).
  */
-EFA_DP_FUNC int efa_sq_complete(struct efa_sq *sq, uint16_t req_id, uint64_t *ctx_p) {
+XPU_FUNC int efa_sq_complete(struct efa_sq *sq, uint16_t req_id, uint64_t *ctx_p) {
   if (!sq) return -FI_EINVAL;
   int rc = efa_dp_reqs_free(&sq->reqs, req_id, ctx_p, NULL);
   if (rc) return rc;

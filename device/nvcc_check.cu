@@ -1,9 +1,11 @@
 // Compiles every device header with nvcc for sm_90 and calls its functions from
 // device code, so host-only constructs in them fail the build. Nothing here runs.
+#include "device/efa_completion.h"
 #include "device/efa_dp.h"
 #include "device/efa_io_defs.h"
 #include "device/efa_io_layout.h"
 #include "device/efa_io_status.h"
+#include "device/efa_wr.h"
 
 namespace {
 
@@ -47,8 +49,31 @@ __global__ void efa_dp_kernel(efa_sq* sq, efa_rq* rq, efa_cq* cq, const efa_dp_w
   out[9] = xpu_cas_u64(reinterpret_cast<uint64_t*>(out + 10), &v64, 1) + static_cast<int>(xpu_fetch_add_u64(&v64, 1));
 }
 
+// The shared work-request build and completion translation from device code.
+__global__ void efa_wr_completion_kernel(efa_sq* sq, efa_rq* rq, const efa_dp_sge* sge, const efa_dp_cqe* q,
+                                         uint8_t* entry, fi_cq_err_entry* err, uint32_t* stale, int* out) {
+  efa_wr_args a{};
+  a.op = EFA_DP_OP_SEND;
+  a.num_sge = 1;
+  a.sge = sge;
+  a.flags = FI_REMOTE_CQ_DATA;
+  const efa_wr_limits lim{4096, 1u << 30, 32};
+  efa_dp_wr wr;
+  out[0] = efa_wr_check_op(a.op, a.flags) + efa_wr_build(&a, &lim, &wr);
+  const uint32_t idx = efa_comp_req_index(sq, rq, q);
+  uint64_t ctx = 0;
+  out[1] = efa_comp_take(sq, rq, q, &ctx);
+  if (out[1]) out[2] = efa_comp_count_stale(stale);
+  efa_comp c;
+  efa_comp_from_cqe(q, ctx, idx, &c);
+  efa_comp_write_entry(FI_CQ_FORMAT_DATA, &c, entry);
+  efa_comp_write_err(&c, err);
+  out[3] = static_cast<int>(efa_comp_entry_size(FI_CQ_FORMAT_TAGGED) + efa_comp_op_flags(q->q_type, q->op_type, 0));
+}
+
 }  // namespace
 
 // Keep the kernels referenced so nvcc emits them.
 void* xpufab_nvcc_check_formats_kernel() { return reinterpret_cast<void*>(&efa_io_formats_kernel); }
 void* xpufab_nvcc_check_dp_kernel() { return reinterpret_cast<void*>(&efa_dp_kernel); }
+void* xpufab_nvcc_check_wr_completion_kernel() { return reinterpret_cast<void*>(&efa_wr_completion_kernel); }

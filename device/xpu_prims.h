@@ -7,7 +7,7 @@
  * HIP and SYCL have no implementation yet; including this header there fails.
  *
  * Every target provides, with the same names and memory-order meaning:
- *   XPU_FUNC                         function qualifier (host+device under nvcc)
+ *   XPU_FUNC                         function qualifier (device/xpu_func.h)
  *   xpu_load_acquire_u32/u64(p)      atomic load, acquire, system scope
  *   xpu_load_relaxed_u32/u64(p)      atomic load, relaxed
  *   xpu_store_release_u32/u64(p, v)  atomic store, release, system scope

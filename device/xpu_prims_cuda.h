@@ -11,7 +11,7 @@
 
 #include <cuda/atomic>
 
-#define XPU_FUNC __host__ __device__ static inline
+#include "device/xpu_func.h"
 
 template <typename T>
 using xpu_sys_ref_ = cuda::atomic_ref<T, cuda::thread_scope_system>;

@@ -14,7 +14,7 @@
 int sched_yield(void); /* POSIX; strict C11 hides <sched.h>'s declaration */
 #endif
 
-#define XPU_FUNC static inline
+#include "device/xpu_func.h"
 
 XPU_FUNC uint32_t xpu_load_acquire_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 XPU_FUNC uint64_t xpu_load_acquire_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "api/efa/efa_xpu_types.h"
 #include "testing/conformance_util.h"
+#include "xpufab/efa_xpu/handles.h"
 
 namespace xpufab::testing {
 namespace {

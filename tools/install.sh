@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Lays out an xpufab installation:
 #   PREFIX/include/rdma/*.h  PREFIX/lib/libxpufab.so  PREFIX/lib/pkgconfig/xpufab.pc
-#   PREFIX/include/xpufab/{device,device/runtime,api/efa}/*.h: the data path that
-#     rdma/fi_xpu_device_efa.h builds on (xpufab.pc puts include/xpufab on the path, which
-#     turns the efa device implementation on in rdma/fi_xpu_device.h)
+#   PREFIX/include/xpufab/efa_xpu/*.h: the efa device calls rdma/fi_xpu_device_efa.h
+#     includes as <xpufab/efa_xpu/...> (their presence turns them on in rdma/fi_xpu_device.h)
+#   PREFIX/include/xpufab/{device,device/runtime}/*.h: the data path they build on, included
+#     as "device/..." (xpufab.pc puts include and include/xpufab on the path)
 # Usage: bazel run //tools:install -- PREFIX
 # A relative PREFIX is taken relative to the directory bazel was run from.
 set -euo pipefail
@@ -35,16 +36,20 @@ mkdir -p "$prefix/include/rdma" "$prefix/lib/pkgconfig"
   mkdir -p "$prefix/include/rdma/$(dirname "$h")"
   install -m 0644 "$headers/$h" "$prefix/include/rdma/$h"
 done
-for d in device device/runtime api/efa; do
+for d in device device/runtime efa_xpu; do
   mkdir -p "$prefix/include/xpufab/$d"
 done
-for h in device/efa_cq.h device/efa_dp.h device/efa_dp_ring.h device/efa_io_defs.h \
-         device/efa_io_status.h device/efa_rq.h device/efa_sq.h device/xpu_prims.h \
-         device/xpu_prims_cuda.h device/xpu_prims_host.h device/runtime/xpu_host_abi.h \
-         device/runtime/xpu_scope.h device/runtime/xpu_scope_cuda.h \
-         device/runtime/xpu_scope_host.h api/efa/efa_xpu_types.h; do
+for h in device/efa_completion.h device/efa_cq.h device/efa_dp.h device/efa_dp_ring.h \
+         device/efa_io_defs.h device/efa_io_status.h device/efa_rq.h device/efa_sq.h \
+         device/efa_wr.h device/xpu_func.h device/xpu_prims.h device/xpu_prims_cuda.h \
+         device/xpu_prims_host.h device/runtime/xpu_host_abi.h device/runtime/xpu_scope.h \
+         device/runtime/xpu_scope_cuda.h device/runtime/xpu_scope_host.h; do
   [ -e "$h" ] || { echo "install: $h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "$h" "$prefix/include/xpufab/$h"
+done
+for h in check.h cntr.h cq.h efa_xpu.h handles.h post.h; do
+  [ -e "device/efa_xpu/$h" ] || { echo "install: device/efa_xpu/$h not found in $(pwd)" >&2; exit 1; }
+  install -m 0644 "device/efa_xpu/$h" "$prefix/include/xpufab/efa_xpu/$h"
 done
 install -m 0755 "$lib" "$prefix/lib/libxpufab.so"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc_in" \

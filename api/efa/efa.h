@@ -34,7 +34,8 @@
 #include "api/backend/backend.h"
 #include "api/core/fid.h"
 #include "api/core/log.h"
-#include "api/efa/efa_xpu_types.h"
+#include "device/efa_completion.h"
+#include "xpufab/efa_xpu/handles.h"
 
 namespace xpufab::efa {
 
@@ -163,11 +164,12 @@ struct EfaMr {
   uint64_t access = 0;
 };
 
-// A host-side completion waiting for fi_cq_read (success or error, kept in arrival order).
+// A host-side completion waiting for fi_cq_read (success or error, kept in arrival order), as
+// device/efa_completion.h translates a CQE for host and device code alike.
 struct Completion {
-  bool error = false;
-  fi_cq_err_entry e{};  // op_context, flags, len, buf, data, err, prov_errno
+  efa_comp c{};
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  bool error() const { return c.err != 0; }
 };
 
 // XPU memory obtained through a context's callbacks, released in reverse order on close.
@@ -201,6 +203,7 @@ struct EfaCq {
   std::atomic<bool> signaled{false};
   WakeFd wake;                    // fi_cq_signal wakes fi_cq_sread
   bool internal = false;          // private CQ of an EP without a user CQ
+  uint32_t stale_cqes = 0;        // CQEs dropped for naming no outstanding request
 
   bool is_xpu() const { return xctx != nullptr; }
   void stage(const Completion& c);
@@ -243,6 +246,15 @@ struct EfaXpuCtx {
   void release(XpuMem* m);
 };
 
+// What a host post's completion needs beyond the CQE and the request's context (which the
+// request table keeps): written before the post is published, read before its request is freed
+// (the index is reused after that). Accessed with relaxed atomics (device/xpu_prims.h), as a
+// stale CQE may read the slot of an index a post is filling.
+struct OpSlot {
+  uint64_t buf = 0;     // a receive's first buffer (FI_CQ_FORMAT_DATA's buf)
+  uint32_t report = 1;  // a success writes a CQ entry (not suppressed by FI_SELECTIVE_COMPLETION)
+};
+
 struct EfaEp {
   fid_ep ep;
   EfaDomain* dom = nullptr;
@@ -270,7 +282,7 @@ struct EfaEp {
   struct efa_sq sq{};
   struct efa_rq rq{};
   std::vector<uint64_t> sq_scratch, rq_scratch;
-  // Per-post bookkeeping, by req_id index (the data path carries a pointer to it).
+  std::vector<OpSlot> sq_slots, rq_slots;  // by request-table index of sq / rq
   EfaXpuCtx* xctx = nullptr;  // XPU EP
   bool exported = false;
   std::vector<XpuMem> xmem;   // imports/allocs of the export
@@ -280,15 +292,6 @@ struct EfaEp {
   std::atomic<bool> failed{false};  // the device failed the QP (handle_failure)
 
   bool is_xpu() const { return xctx != nullptr; }
-};
-
-// Host-side record of an outstanding operation (the req_id context).
-struct OpRecord {
-  void* context;
-  uint64_t flags;   // FI_SEND|FI_MSG, FI_RMA|FI_WRITE, ...
-  size_t len;
-  void* buf;
-  bool completion;  // write a CQ entry on success (not selective-suppressed)
 };
 
 // Object constructors (ops tables live with the objects).

@@ -1,10 +1,13 @@
 // RDM endpoints over one SRD QP: control (bind, enable, getname, options, export) and the host
-// data path, which posts through device/efa_sq.h and device/efa_rq.h.
+// data path, which builds its work requests with device/efa_wr.h and posts through
+// device/efa_sq.h and device/efa_rq.h, as device code does.
 #include <algorithm>
 #include <cstring>
 
 #include "api/efa/efa.h"
 #include "device/efa_io_status.h"
+#include "device/efa_wr.h"
+#include "device/xpu_prims.h"
 
 namespace xpufab::efa {
 
@@ -157,6 +160,10 @@ int ep_enable(EfaEp* ep) {
       rc = efa_rq_init(&ep->rq, &r, dom->attr.max_rq_sge, ep->rq_scratch.data(),
                        ep->rq_scratch.size() * 8);
     if (rc) rc = rc > -256 ? rc : -FI_EINVAL;
+    if (rc == 0) {
+      ep->sq_slots.assign(ep->sq.reqs.count, OpSlot{});
+      ep->rq_slots.assign(ep->rq.reqs.count, OpSlot{});
+    }
   }
   // XPU counters are the device's completion counters, attached to the QP.
   if (rc == 0 && ep->is_xpu()) {
@@ -219,17 +226,6 @@ int ep_control(fid* f, int command, void* arg) {
   }
 }
 
-// Frees the host records of operations that never completed (the QP is gone).
-void free_outstanding(efa_dp_reqs* t) {
-  if (!t->state) return;
-  for (uint32_t i = 0; i < t->count; ++i) {
-    if (t->state[i] & EFA_DP_REQ_IN_USE) {
-      delete reinterpret_cast<OpRecord*>(t->ctx[i]);
-      t->state[i] = 0;
-    }
-  }
-}
-
 int ep_close(fid* f) {
   auto* ep = reinterpret_cast<EfaEp*>(f);
   EfaDomain* dom = ep->dom;
@@ -253,10 +249,6 @@ int ep_close(fid* f) {
         break;
       }
     }
-  }
-  if (!ep->is_xpu() && ep->enabled) {
-    free_outstanding(&ep->sq.reqs);
-    free_outstanding(&ep->rq.reqs);
   }
   if (ep->exported) {
     // Device CQ state must not keep pointing at this EP's released state.
@@ -426,20 +418,52 @@ int fill_sges(EfaEp* ep, const iovec* iov, void** desc, size_t count, efa_dp_sge
   return 0;
 }
 
-ssize_t post_sq(EfaEp* ep, efa_dp_wr* wr, OpRecord* rec) {
-  wr->context = reinterpret_cast<uintptr_t>(rec);
+void set_slot(std::vector<OpSlot>& slots, int req_id, uint64_t buf, bool report) {
+  OpSlot& s = slots[static_cast<uint32_t>(req_id) & (slots.size() - 1)];
+  xpu_store_relaxed_u64(&s.buf, buf);
+  xpu_store_relaxed_u32(&s.report, report ? 1u : 0u);
+}
+
+efa_wr_limits wr_limits(const EfaEp* ep) {
+  return {ep->dom->attr.mtu, ep->dom->attr.max_rdma_size, ep->dom->attr.inline_buf_size};
+}
+
+// Claims, writes and publishes one WQE, recording what its completion reports before the NIC
+// can see it.
+ssize_t post_sq(EfaEp* ep, const efa_dp_wr& wr, bool report) {
   int rc;
   {
     std::lock_guard<std::mutex> g(ep->tx_lock);
-    rc = efa_sq_post(&ep->sq, wr);
+    rc = efa_sq_check_wr(&ep->sq, &wr);
+    uint32_t slot = 0;
+    if (rc == 0) rc = efa_sq_claim(&ep->sq, 1, &slot);
+    if (rc == 0) {
+      const int req_id = efa_sq_write(&ep->sq, slot, &wr);
+      set_slot(ep->sq_slots, req_id, 0, report);
+      efa_sq_publish(&ep->sq, slot, 1, wr.flags);
+    }
   }
   if (rc) {
-    delete rec;
     if (rc == -FI_EAGAIN) ep->dom->progress();
     return rc;
   }
   ep->dom->dev->progress(16);
   return 0;
+}
+
+efa_wr_args wr_args(uint32_t op, const efa_dp_sge* sge, size_t count, const EfaAvEntry& peer,
+                    void* context, uint64_t data, uint64_t flags) {
+  efa_wr_args a{};
+  a.op = op;
+  a.num_sge = static_cast<uint32_t>(count);
+  a.sge = sge;
+  a.ah = peer.ahn;
+  a.dest_qpn = peer.addr.qpn;
+  a.qkey = peer.addr.qkey;
+  a.data = data;
+  a.context = reinterpret_cast<uintptr_t>(context);
+  a.flags = flags;
+  return a;
 }
 
 ssize_t do_send(EfaEp* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
@@ -450,35 +474,27 @@ ssize_t do_send(EfaEp* ep, const iovec* iov, void** desc, size_t count, fi_addr_
   if (count > ep->dom->attr.max_sq_sge || count > 2 || (!iov && count)) return -FI_EINVAL;
   EfaAvEntry peer;
   if (!ep->av || !ep->av->get(dest, &peer)) return -FI_EINVAL;
-  efa_dp_wr wr{};
-  wr.op = EFA_DP_OP_SEND;
-  wr.ah = peer.ahn;
-  wr.dest_qpn = peer.addr.qpn;
-  wr.qkey = peer.addr.qkey;
-  wr.num_sge = static_cast<uint32_t>(count);
+  efa_dp_sge sge[2] = {};
   size_t total = 0;
   const bool inject = flags & FI_INJECT;
   if (inject) {
+    // Inline bytes are copied at post time: no descriptor needed.
     for (size_t i = 0; i < count; ++i) {
-      wr.sge[i].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
-      wr.sge[i].length = static_cast<uint32_t>(iov[i].iov_len);
+      sge[i].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+      sge[i].length = static_cast<uint32_t>(iov[i].iov_len);
       total += iov[i].iov_len;
     }
-    if (total > ep->dom->attr.inline_buf_size) return -FI_EMSGSIZE;
-    wr.flags |= EFA_DP_WR_INLINE;
   } else {
-    rc = fill_sges(ep, iov, desc, count, wr.sge, &total);
+    rc = fill_sges(ep, iov, desc, count, sge, &total);
     if (rc) return rc;
   }
-  if (total > ep->dom->attr.mtu) return -FI_EMSGSIZE;
-  if (flags & FI_REMOTE_CQ_DATA) {
-    wr.flags |= EFA_DP_WR_IMM;
-    wr.imm = static_cast<uint32_t>(data);
-  }
-  if (flags & FI_MORE) wr.flags |= EFA_DP_WR_MORE;
-  auto* rec = new OpRecord{context, FI_MSG | FI_SEND, total, nullptr,
-                           !inject && (!ep->tx_selective || (flags & FI_COMPLETION))};
-  return post_sq(ep, &wr, rec);
+  if (total > UINT32_MAX) return -FI_EMSGSIZE;
+  const efa_wr_args a = wr_args(EFA_DP_OP_SEND, sge, count, peer, context, data, flags);
+  const efa_wr_limits lim = wr_limits(ep);
+  efa_dp_wr wr;
+  rc = efa_wr_build(&a, &lim, &wr);
+  if (rc) return rc;
+  return post_sq(ep, wr, !inject && (!ep->tx_selective || (flags & FI_COMPLETION)));
 }
 
 ssize_t do_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count, fi_addr_t peer_a,
@@ -489,29 +505,25 @@ ssize_t do_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t coun
   if (!(ep->dom->attr.device_caps & cap) || !(ep->caps & (write ? FI_WRITE : FI_READ)))
     return -FI_EOPNOTSUPP;
   if (count != 1 || !iov) return -FI_EINVAL;
-  if (!write && (flags & FI_REMOTE_CQ_DATA)) return -FI_EINVAL;
+  const uint32_t op = write ? EFA_DP_OP_RDMA_WRITE : EFA_DP_OP_RDMA_READ;
+  rc = efa_wr_check_op(op, flags);
+  if (rc) return rc;
   EfaAvEntry peer;
   if (!ep->av || !ep->av->get(peer_a, &peer)) return -FI_EINVAL;
-  efa_dp_wr wr{};
-  wr.op = write ? EFA_DP_OP_RDMA_WRITE : EFA_DP_OP_RDMA_READ;
-  wr.ah = peer.ahn;
-  wr.dest_qpn = peer.addr.qpn;
-  wr.qkey = peer.addr.qkey;
-  wr.num_sge = 1;
+  efa_dp_sge sge{};
   size_t total = 0;
-  rc = fill_sges(ep, iov, desc, 1, wr.sge, &total);
+  rc = fill_sges(ep, iov, desc, 1, &sge, &total);
   if (rc) return rc;
-  if (total > ep->dom->attr.max_rdma_size) return -FI_EMSGSIZE;
-  wr.remote_addr = addr;
-  wr.rkey = static_cast<uint32_t>(key);
-  if (flags & FI_REMOTE_CQ_DATA) {
-    wr.flags |= EFA_DP_WR_IMM;
-    wr.imm = static_cast<uint32_t>(data);
-  }
-  if (flags & FI_MORE) wr.flags |= EFA_DP_WR_MORE;
-  auto* rec = new OpRecord{context, FI_RMA | (write ? FI_WRITE : FI_READ), total, nullptr,
-                           !ep->tx_selective || (flags & FI_COMPLETION)};
-  return post_sq(ep, &wr, rec);
+  if (total > UINT32_MAX) return -FI_EMSGSIZE;
+  // RMA inject_size is 0 on efa-direct: FI_INJECT does not make an RMA inline.
+  efa_wr_args a = wr_args(op, &sge, 1, peer, context, data, flags & ~FI_INJECT);
+  a.remote_addr = addr;
+  a.key = key;
+  const efa_wr_limits lim = wr_limits(ep);
+  efa_dp_wr wr;
+  rc = efa_wr_build(&a, &lim, &wr);
+  if (rc) return rc;
+  return post_sq(ep, wr, !ep->tx_selective || (flags & FI_COMPLETION));
 }
 
 ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* context,
@@ -524,14 +536,20 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
   size_t total = 0;
   rc = fill_sges(ep, iov, desc, count, sge, &total);
   if (rc) return rc;
-  auto* rec = new OpRecord{context, FI_MSG | FI_RECV, total, iov[0].iov_base,
-                           !ep->rx_selective || (flags & FI_COMPLETION)};
+  const bool report = !ep->rx_selective || (flags & FI_COMPLETION);
+  const auto n = static_cast<uint32_t>(count);
   {
     std::lock_guard<std::mutex> g(ep->rx_lock);
-    rc = efa_rq_post(&ep->rq, sge, static_cast<uint32_t>(count), reinterpret_cast<uintptr_t>(rec));
+    rc = efa_rq_check(&ep->rq, sge, n);
+    uint32_t first = 0;
+    if (rc == 0) rc = efa_dp_ring_claim(&ep->rq.ring, n, &first);
+    if (rc == 0) {
+      const int req_id = efa_rq_write(&ep->rq, first, sge, n, reinterpret_cast<uintptr_t>(context));
+      set_slot(ep->rq_slots, req_id, reinterpret_cast<uintptr_t>(iov[0].iov_base), report);
+      efa_dp_ring_publish(&ep->rq.ring, first, n, 0);
+    }
   }
   if (rc) {
-    delete rec;
     if (rc == -FI_EAGAIN) ep->dom->progress();
     return rc;
   }
@@ -714,12 +732,10 @@ void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status) {
   // completions go to device code, so the host CQ bound to it for errors gets one entry.
   if (!ep->is_xpu() || !ep->err_cq) return;
   Completion c;
-  c.error = true;
-  c.e.op_context = ep->ep.fid.context;
-  c.e.flags = 0;
+  c.c.op_context = reinterpret_cast<uintptr_t>(ep->ep.fid.context);
   const int err = efa_io_status_to_fi_errno(static_cast<uint32_t>(status));
-  c.e.err = err ? err : FI_EIO;
-  c.e.prov_errno = status;
+  c.c.err = err ? err : FI_EIO;
+  c.c.prov_errno = static_cast<uint32_t>(status);
   ep->err_cq->stage(c);
   ep->err_cq->wake.wake();
 }

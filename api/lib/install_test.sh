@@ -11,6 +11,12 @@ for f in include/rdma/fabric.h include/rdma/fi_errno.h include/rdma/fi_xpu.h \
   [ -f "$prefix/$f" ] || { echo "missing $prefix/$f"; exit 1; }
 done
 
+# Public headers name no repository path; the device calls come from the prefixed layout.
+if grep -rnE '#[[:space:]]*include[[:space:]]*[<"](api|device|testing)/' "$prefix/include/rdma"; then
+  echo "a public header includes a repository path"; exit 1
+fi
+[ -f "$prefix/include/xpufab/efa_xpu/efa_xpu.h" ] || { echo "missing include/xpufab/efa_xpu/efa_xpu.h"; exit 1; }
+
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion xpufab)" = "2.7.0" ] || {
   echo "unexpected version: $(pkg-config --modversion xpufab)"; exit 1; }

@@ -11,7 +11,7 @@
  *                        (the host XPU runtime, device/runtime/host_xpu.h)
  * HIP and SYCL have no implementation yet; including this header there fails.
  *
- * Every target provides, as XPU_SCOPE_FUNC functions of the same meaning:
+ * Every target provides, as XPU_FUNC functions of the same meaning:
  *   xpu_lane_id() / xpu_subgroup_size() / xpu_subgroup_id() / xpu_num_subgroups()
  *   xpu_subgroup_barrier(), xpu_subgroup_broadcast_u32/u64(v, src_lane)
  *   xpu_workgroup_rank() / xpu_workgroup_size() / xpu_workgroup_id() / xpu_num_workgroups()
@@ -62,7 +62,7 @@
 #endif
 
 /* The caller's rank in `scope` (0 for an unknown scope). */
-XPU_SCOPE_FUNC uint32_t xpu_scope_rank(int scope) {
+XPU_FUNC uint32_t xpu_scope_rank(int scope) {
   switch (scope) {
     case XPU_SCOPE_SUBGROUP:
       return xpu_lane_id();
@@ -76,7 +76,7 @@ XPU_SCOPE_FUNC uint32_t xpu_scope_rank(int scope) {
 }
 
 /* How many work-items `scope` has (1 for an unknown scope). */
-XPU_SCOPE_FUNC uint32_t xpu_scope_size(int scope) {
+XPU_FUNC uint32_t xpu_scope_size(int scope) {
   switch (scope) {
     case XPU_SCOPE_SUBGROUP:
       return xpu_subgroup_size();
@@ -90,11 +90,11 @@ XPU_SCOPE_FUNC uint32_t xpu_scope_size(int scope) {
 }
 
 /* 1 if the caller leads `scope` (rank 0): it claims, rings and polls for all. */
-XPU_SCOPE_FUNC int xpu_scope_is_leader(int scope) { return xpu_scope_rank(scope) == 0; }
+XPU_FUNC int xpu_scope_is_leader(int scope) { return xpu_scope_rank(scope) == 0; }
 
 /* Barrier over `scope`. Returns 0, or -1 (nothing synchronized) when the
  * scope is unknown or xpu_scope_supported(scope) is 0. */
-XPU_SCOPE_FUNC int xpu_scope_barrier(int scope) {
+XPU_FUNC int xpu_scope_barrier(int scope) {
   if (!xpu_scope_supported(scope)) return -1;
   switch (scope) {
     case XPU_SCOPE_SUBGROUP:
@@ -113,7 +113,7 @@ XPU_SCOPE_FUNC int xpu_scope_barrier(int scope) {
 }
 
 /* Broadcast over `scope`; an unknown or unsupported scope returns `value`. */
-XPU_SCOPE_FUNC uint64_t xpu_scope_broadcast_u64(int scope, uint64_t value, uint32_t src_rank) {
+XPU_FUNC uint64_t xpu_scope_broadcast_u64(int scope, uint64_t value, uint32_t src_rank) {
   if (!xpu_scope_supported(scope)) return value;
   switch (scope) {
     case XPU_SCOPE_SUBGROUP:
@@ -127,7 +127,7 @@ XPU_SCOPE_FUNC uint64_t xpu_scope_broadcast_u64(int scope, uint64_t value, uint3
   }
 }
 
-XPU_SCOPE_FUNC uint32_t xpu_scope_broadcast_u32(int scope, uint32_t value, uint32_t src_rank) {
+XPU_FUNC uint32_t xpu_scope_broadcast_u32(int scope, uint32_t value, uint32_t src_rank) {
   if (!xpu_scope_supported(scope)) return value;
   switch (scope) {
     case XPU_SCOPE_SUBGROUP:

@@ -24,7 +24,7 @@
 
 #include "device/runtime/xpu_host_abi.h"
 
-#define XPU_SCOPE_FUNC __host__ __device__ static inline
+#include "device/xpu_func.h"
 
 /* The device broadcast's mailbox, one per translation unit: two cooperative
  * launches of kernels from one unit must not broadcast at the same time.
@@ -48,42 +48,42 @@ __device__ static inline uint32_t xpu_cuda_warp_mask_(void) {
 }
 #endif
 
-XPU_SCOPE_FUNC uint32_t xpu_lane_id(void) {
+XPU_FUNC uint32_t xpu_lane_id(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_cuda_thread_rank_() & 31u;
 #else
   return xpu_host_current()->lane;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_subgroup_size(void) {
+XPU_FUNC uint32_t xpu_subgroup_size(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_cuda_warp_lanes_();
 #else
   return xpu_host_current()->subgroup_size;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_subgroup_id(void) {
+XPU_FUNC uint32_t xpu_subgroup_id(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_cuda_thread_rank_() >> 5;
 #else
   return xpu_host_current()->subgroup_id;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_num_subgroups(void) {
+XPU_FUNC uint32_t xpu_num_subgroups(void) {
 #if defined(__CUDA_ARCH__)
   return (xpu_cuda_block_threads_() + 31u) >> 5;
 #else
   return xpu_host_current()->num_subgroups;
 #endif
 }
-XPU_SCOPE_FUNC void xpu_subgroup_barrier(void) {
+XPU_FUNC void xpu_subgroup_barrier(void) {
 #if defined(__CUDA_ARCH__)
   __syncwarp(xpu_cuda_warp_mask_());
 #else
   xpu_host_subgroup_barrier();
 #endif
 }
-XPU_SCOPE_FUNC uint64_t xpu_subgroup_broadcast_u64(uint64_t value, uint32_t src_lane) {
+XPU_FUNC uint64_t xpu_subgroup_broadcast_u64(uint64_t value, uint32_t src_lane) {
 #if defined(__CUDA_ARCH__)
   return (uint64_t)__shfl_sync(xpu_cuda_warp_mask_(), (unsigned long long)value,
                                (int)(src_lane % xpu_cuda_warp_lanes_()));
@@ -91,7 +91,7 @@ XPU_SCOPE_FUNC uint64_t xpu_subgroup_broadcast_u64(uint64_t value, uint32_t src_
   return xpu_host_subgroup_broadcast(value, src_lane);
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_subgroup_broadcast_u32(uint32_t value, uint32_t src_lane) {
+XPU_FUNC uint32_t xpu_subgroup_broadcast_u32(uint32_t value, uint32_t src_lane) {
 #if defined(__CUDA_ARCH__)
   return __shfl_sync(xpu_cuda_warp_mask_(), value, (int)(src_lane % xpu_cuda_warp_lanes_()));
 #else
@@ -99,42 +99,42 @@ XPU_SCOPE_FUNC uint32_t xpu_subgroup_broadcast_u32(uint32_t value, uint32_t src_
 #endif
 }
 
-XPU_SCOPE_FUNC uint32_t xpu_workgroup_rank(void) {
+XPU_FUNC uint32_t xpu_workgroup_rank(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_cuda_thread_rank_();
 #else
   return xpu_host_current()->local_id;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_workgroup_size(void) {
+XPU_FUNC uint32_t xpu_workgroup_size(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_cuda_block_threads_();
 #else
   return xpu_host_current()->workgroup_size;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_workgroup_id(void) {
+XPU_FUNC uint32_t xpu_workgroup_id(void) {
 #if defined(__CUDA_ARCH__)
   return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
 #else
   return xpu_host_current()->workgroup_id;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_num_workgroups(void) {
+XPU_FUNC uint32_t xpu_num_workgroups(void) {
 #if defined(__CUDA_ARCH__)
   return gridDim.x * gridDim.y * gridDim.z;
 #else
   return xpu_host_current()->num_workgroups;
 #endif
 }
-XPU_SCOPE_FUNC void xpu_workgroup_barrier(void) {
+XPU_FUNC void xpu_workgroup_barrier(void) {
 #if defined(__CUDA_ARCH__)
   __syncthreads();
 #else
   xpu_host_workgroup_barrier();
 #endif
 }
-XPU_SCOPE_FUNC uint64_t xpu_workgroup_broadcast_u64(uint64_t value, uint32_t src_rank) {
+XPU_FUNC uint64_t xpu_workgroup_broadcast_u64(uint64_t value, uint32_t src_rank) {
 #if defined(__CUDA_ARCH__)
   __shared__ unsigned long long slot;
   if (xpu_cuda_thread_rank_() == src_rank % xpu_cuda_block_threads_()) slot = value;
@@ -147,25 +147,25 @@ XPU_SCOPE_FUNC uint64_t xpu_workgroup_broadcast_u64(uint64_t value, uint32_t src
   return xpu_host_workgroup_broadcast(value, src_rank);
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_workgroup_broadcast_u32(uint32_t value, uint32_t src_rank) {
+XPU_FUNC uint32_t xpu_workgroup_broadcast_u32(uint32_t value, uint32_t src_rank) {
   return (uint32_t)xpu_workgroup_broadcast_u64(value, src_rank);
 }
 
-XPU_SCOPE_FUNC uint32_t xpu_device_rank(void) {
+XPU_FUNC uint32_t xpu_device_rank(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_workgroup_id() * xpu_cuda_block_threads_() + xpu_cuda_thread_rank_();
 #else
   return xpu_host_current()->global_id;
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_device_size(void) {
+XPU_FUNC uint32_t xpu_device_size(void) {
 #if defined(__CUDA_ARCH__)
   return xpu_num_workgroups() * xpu_cuda_block_threads_();
 #else
   return xpu_host_current()->global_size;
 #endif
 }
-XPU_SCOPE_FUNC void xpu_device_barrier(void) {
+XPU_FUNC void xpu_device_barrier(void) {
 #if defined(__CUDA_ARCH__)
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   /* sync() on a grid that was not launched cooperatively traps; do nothing. */
@@ -174,7 +174,7 @@ XPU_SCOPE_FUNC void xpu_device_barrier(void) {
   xpu_host_device_barrier();
 #endif
 }
-XPU_SCOPE_FUNC uint64_t xpu_device_broadcast_u64(uint64_t value, uint32_t src_rank) {
+XPU_FUNC uint64_t xpu_device_broadcast_u64(uint64_t value, uint32_t src_rank) {
 #if defined(__CUDA_ARCH__)
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   if (!grid.is_valid()) return value;
@@ -190,11 +190,11 @@ XPU_SCOPE_FUNC uint64_t xpu_device_broadcast_u64(uint64_t value, uint32_t src_ra
   return xpu_host_device_broadcast(value, src_rank);
 #endif
 }
-XPU_SCOPE_FUNC uint32_t xpu_device_broadcast_u32(uint32_t value, uint32_t src_rank) {
+XPU_FUNC uint32_t xpu_device_broadcast_u32(uint32_t value, uint32_t src_rank) {
   return (uint32_t)xpu_device_broadcast_u64(value, src_rank);
 }
 
-XPU_SCOPE_FUNC int xpu_scope_supported(int scope) {
+XPU_FUNC int xpu_scope_supported(int scope) {
 #if defined(__CUDA_ARCH__)
   switch (scope) {
     case 0: /* XPU_SCOPE_WORK_ITEM */

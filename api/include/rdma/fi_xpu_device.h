@@ -38,18 +38,17 @@
 #endif
 
 /*
- * The efa device implementation needs xpufab's data-path headers
- * (device/..., api/efa/efa_xpu_types.h; installed under include/xpufab/,
- * which pkg-config's Cflags put on the include path). It is on by default
- * wherever they are reachable, off for HIP and SYCL (no data-path primitives
- * there yet); -DFI_XPU_HAVE_EFA=0/1 overrides.
+ * The efa device implementation needs xpufab's device headers
+ * (<xpufab/efa_xpu/efa_xpu.h> and the data path it builds on, installed
+ * under include/xpufab/, which pkg-config's Cflags put on the include path).
+ * It is on by default wherever they are reachable, off for HIP and SYCL (no
+ * data-path primitives there yet); -DFI_XPU_HAVE_EFA=0/1 overrides.
  */
 #ifndef FI_XPU_HAVE_EFA
 #if defined(__HIPCC__) || defined(SYCL_LANGUAGE_VERSION) || defined(__SYCL_DEVICE_ONLY__)
 #define FI_XPU_HAVE_EFA 0
 #elif defined(__has_include)
-#if __has_include("device/efa_dp.h") && __has_include("device/runtime/xpu_scope.h") && \
-    __has_include("api/efa/efa_xpu_types.h")
+#if __has_include(<xpufab/efa_xpu/efa_xpu.h>)
 #define FI_XPU_HAVE_EFA 1
 #else
 #define FI_XPU_HAVE_EFA 0

@@ -1,8 +1,9 @@
 /*
- * efa_xpu_types.h - the device-side state behind the handles fi_ep_export_xpu,
- * fi_cq_export_xpu and fi_cntr_export_xpu fill for the efa provider
- * (prov_id FI_XPU_PROV_EFA). Valid C11, C++17 and nvcc; the same layout for
- * every backend (emulated or hardware).
+ * efa_xpu/handles.h - the device-side state behind the handles
+ * fi_ep_export_xpu, fi_cq_export_xpu and fi_cntr_export_xpu fill for the efa
+ * provider (prov_id FI_XPU_PROV_EFA): the host provider writes these structs,
+ * device code (efa_xpu.h) reads and updates them. Valid C11, C++17 and nvcc;
+ * the same layout for every backend (emulated or hardware).
  *
  * handle.fid.prov_ctx is the device address of one of the structs below; the
  * struct starts with a copy of the handle, then `version` (FI_VERSION(2, 7) for
@@ -16,32 +17,36 @@
  * default host-memory callbacks device and host addresses are equal.
  *
  * What device code does with them (device/ routines, the one data path):
- *   post a send/write/read     efa_sq_post / claim+write+publish on ep->sq, using
- *                              efa_xpu_peer (fi_av_lookup2) for ah/qpn/qkey and
- *                              efa_xpu_desc (fi_mr_get_xpu_desc) for the lkey;
- *                              the wr context is the op_context the CQ reports.
- *   post a receive             efa_rq_post on ep->rq.
- *   read a CQ                  (rdma/fi_xpu_device_efa.h) under cq->err_lock:
- *                              efa_cq_poll on cq->cq; the CQE's qp_num selects
- *                              the EP in cq->eps, whose sq/rq req table
- *                              (efa_sq_complete / efa_rq_complete) returns the
- *                              op_context and gives the queue space back;
- *                              entries are written in cq->format. An error CQE
- *                              is staged in cq->err_* (one at a time, later ones
- *                              counted in err_dropped) for cq_readerr; while
- *                              one is staged, reads return -FI_EAVAIL and
- *                              the ring is left alone, so none is dropped.
+ *   post a send/write/read     efa_wr_build + claim/write/publish on ep->sq,
+ *                              using efa_xpu_peer (fi_av_lookup2) for
+ *                              ah/qpn/qkey and efa_xpu_desc
+ *                              (fi_mr_get_xpu_desc) for the lkey; the wr
+ *                              context is the op_context the CQ reports.
+ *   post a receive             claim/write/publish on ep->rq; the buffer goes
+ *                              to rx_bufs at the request's table index.
+ *   read a CQ                  (efa_xpu/cq.h) under cq->err_lock: efa_cq_poll
+ *                              on cq->cq; the CQE's qp_num selects the EP in
+ *                              cq->eps, whose sq/rq request table
+ *                              (efa_completion.h) returns the op_context and
+ *                              gives the queue space back; entries are
+ *                              written in cq->format. An error CQE is staged
+ *                              in cq->err (one at a time) for cq_readerr;
+ *                              while one is staged, reads return -FI_EAVAIL
+ *                              and the ring is left alone, so none is
+ *                              dropped. A stale CQE is dropped and counted in
+ *                              cq->stale_cqes.
  *   counters                   *value / *err_value are updated by the NIC with
  *                              atomic adds; device add/set use 64-bit atomics.
  */
-#ifndef XPUFAB_API_EFA_EFA_XPU_TYPES_H_
-#define XPUFAB_API_EFA_EFA_XPU_TYPES_H_
+#ifndef XPUFAB_DEVICE_EFA_XPU_HANDLES_H_
+#define XPUFAB_DEVICE_EFA_XPU_HANDLES_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <rdma/fi_xpu.h>
 
+#include "device/efa_completion.h"
 #include "device/efa_dp.h"
 
 #ifdef __cplusplus
@@ -127,14 +132,8 @@ struct efa_xpu_cq {
   struct efa_xpu_ep *eps[EFA_XPU_CQ_MAX_EPS];
   /* Error staging for cq_readerr. */
   uint32_t err_pending;
-  uint32_t err_status;  /* enum efa_io_comp_status */
-  uint32_t err_dropped;
-  uint32_t err_pad;
-  uint64_t err_op_context;
-  uint64_t err_flags;
-  uint64_t err_len;
-  uint64_t err_data;
-  uint64_t err_buf;
+  uint32_t stale_cqes;  /* CQEs dropped because they named no outstanding request */
+  struct efa_comp err;
 };
 
 struct efa_xpu_cntr {
@@ -149,4 +148,4 @@ struct efa_xpu_cntr {
 }
 #endif
 
-#endif /* XPUFAB_API_EFA_EFA_XPU_TYPES_H_ */
+#endif /* XPUFAB_DEVICE_EFA_XPU_HANDLES_H_ */

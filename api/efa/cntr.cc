@@ -1,0 +1,221 @@
+// Counters. Host counters count the completions the host CQ dispatch sees; XPU counters are the
+// device's completion counters, only set up and exported here and read by device code.
+#include <cstring>
+
+#include "api/efa/efa.h"
+#include "api/efa/wait.h"
+
+namespace xpufab::efa {
+
+namespace {
+
+uint64_t cntr_read(fid_cntr* f) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return 0;  // device code reads it
+  c->dom->progress();
+  return c->value.load();
+}
+
+uint64_t cntr_readerr(fid_cntr* f) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return 0;
+  c->dom->progress();
+  return c->err.load();
+}
+
+int cntr_add(fid_cntr* f, uint64_t v) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return -FI_EOPNOTSUPP;
+  c->value += v;
+  c->cv.notify_all();
+  c->wake.wake();
+  return 0;
+}
+
+int cntr_set(fid_cntr* f, uint64_t v) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return -FI_EOPNOTSUPP;
+  c->value = v;
+  c->cv.notify_all();
+  c->wake.wake();
+  return 0;
+}
+
+int cntr_adderr(fid_cntr* f, uint64_t v) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return -FI_EOPNOTSUPP;
+  c->err += v;
+  c->cv.notify_all();
+  c->wake.wake();
+  return 0;
+}
+
+int cntr_seterr(fid_cntr* f, uint64_t v) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return -FI_EOPNOTSUPP;
+  c->err = v;
+  c->cv.notify_all();
+  c->wake.wake();
+  return 0;
+}
+
+// Sleeps on the domain's CQ event fds (counted completions arrive through them) and the
+// counter's wake fd (fi_cntr_add/set from another thread). -FI_ETIMEDOUT on expiry (fi_cntr(3)).
+int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (c->is_xpu()) return -FI_EOPNOTSUPP;
+  const uint64_t err0 = c->err.load();
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+  WaiterScope ws(&c->wake);
+  auto ready = [c, err0, threshold] { return c->err.load() != err0 || c->value.load() >= threshold; };
+  for (;;) {
+    c->dom->progress();
+    if (c->err.load() != err0) return -FI_EAVAIL;
+    if (c->value.load() >= threshold) return 0;
+    const int left = timeout < 0 ? kWaitSliceMs : ms_left(deadline);
+    if (timeout >= 0 && left == 0) return -FI_ETIMEDOUT;
+    c->dom->wait_event(left, c->wake.fd, ready);
+  }
+}
+
+int cntr_export(fid_cntr* f, uint64_t flags, fid_xpu_cntr* out) {
+  if (!f || !out) return -FI_EINVAL;
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (flags) return -FI_EBADFLAGS;
+  if (!c->is_xpu()) return -FI_EINVAL;
+  if (!c->exported) {
+    int rc = c->xctx->import_mem(nullptr, sizeof(efa_xpu_cntr), FI_XPU_IMPORT_DEVICEMAP, &c->state);
+    if (rc) return rc;
+    auto* st = static_cast<efa_xpu_cntr*>(c->state.host);
+    memset(st, 0, sizeof(*st));
+    st->version = EFA_XPU_VERSION;
+    st->size = sizeof(*st);
+    st->value = static_cast<uint64_t*>(c->val_mem.dev);
+    st->err_value = static_cast<uint64_t*>(c->err_mem.dev);
+    st->fid.fid.fclass = FI_CLASS_CNTR;
+    st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+    st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(c->state.dev);
+    c->xstate = st;
+    c->exported = true;
+  }
+  *out = c->xstate->fid;
+  return 0;
+}
+
+int cntr_close(fid* f) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  int rc = c->refs.try_close();
+  if (rc) return rc;
+  if (c->bcntr) c->dom->dev->destroy_comp_cntr(c->bcntr);
+  if (c->xctx) {
+    c->xctx->release(&c->state);
+    c->xctx->release(&c->err_mem);
+    c->xctx->release(&c->val_mem);
+    c->xctx->refs.release();
+  }
+  c->dom->refs.release();
+  c->wake.close();
+  delete c;
+  return 0;
+}
+
+int cntr_control(fid* f, int command, void* arg) {
+  auto* c = reinterpret_cast<EfaCntr*>(f);
+  if (command == FI_GETWAITOBJ) {
+    if (!arg) return -FI_EINVAL;
+    *static_cast<fi_wait_obj*>(arg) = c->wait_obj;
+    return 0;
+  }
+  return -FI_ENOSYS;
+}
+
+fi_ops g_cntr_fi_ops = {sizeof(fi_ops), cntr_close, fi_no_bind, cntr_control,
+                        fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
+fi_ops_cntr g_cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_add,
+                          cntr_set,            cntr_wait,   cntr_adderr,  cntr_seterr,
+                          cntr_export};
+
+}  // namespace
+
+void EfaCntr::inc(bool error) {
+  if (error) err++;
+  else value++;
+  cv.notify_all();
+  wake.wake();
+}
+
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* context) {
+  if (!domain || !attr || !cntr_p) return -FI_EINVAL;
+  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
+  if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
+  if (attr->wait_set) return -FI_EINVAL;
+  fid_xpu_ctx* xctx = attr->xpu_ctx;
+  if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
+  fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
+  if (w != FI_WAIT_NONE && w != FI_WAIT_FD) return -FI_ENOSYS;
+  EfaXpuCtx* x = nullptr;
+  if (xctx) {
+    if (xctx->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
+    x = reinterpret_cast<EfaXpuCtx*>(xctx);
+    if (x->dom != dom) return -FI_EINVAL;
+    if (!(dom->attr.device_caps & backend::kCapCompCntr)) return -FI_EOPNOTSUPP;
+    w = FI_WAIT_NONE;
+  }
+  auto* c = new (std::nothrow) EfaCntr();
+  if (!c) return -FI_ENOMEM;
+  c->dom = dom;
+  c->wait_obj = w;
+  c->xctx = x;
+  if (x) {
+    // The NIC adds into these: XPU memory with a dma-buf the hardware can target.
+    int rc = x->alloc_mem(sizeof(uint64_t), FI_XPU_ALLOC_DMABUF, &c->val_mem);
+    if (rc == 0) {
+      rc = x->alloc_mem(sizeof(uint64_t), FI_XPU_ALLOC_DMABUF, &c->err_mem);
+      if (rc) x->release(&c->val_mem);
+    }
+    if (rc) {
+      delete c;
+      return rc;
+    }
+    memset(c->val_mem.host, 0, sizeof(uint64_t));
+    memset(c->err_mem.host, 0, sizeof(uint64_t));
+    backend::CompCntrInitAttr a;
+    a.value = static_cast<uint64_t*>(c->val_mem.host);
+    a.error = static_cast<uint64_t*>(c->err_mem.host);
+    rc = dom->dev->create_comp_cntr(a, &c->bcntr);
+    if (rc) {
+      x->release(&c->err_mem);
+      x->release(&c->val_mem);
+      delete c;
+      return to_fi_err(rc);
+    }
+  }
+  int rc = dom->refs.acquire();
+  if (rc == 0 && x) {
+    rc = x->refs.acquire();
+    if (rc) dom->refs.release();
+  }
+  if (rc) {
+    if (c->bcntr) dom->dev->destroy_comp_cntr(c->bcntr);
+    if (x) {
+      x->release(&c->err_mem);
+      x->release(&c->val_mem);
+    }
+    delete c;
+    return rc;
+  }
+  if (!x && c->wake.open() != 0) {
+    dom->refs.release();
+    delete c;
+    return -FI_ENOMEM;
+  }
+  c->cntr.fid.fclass = FI_CLASS_CNTR;
+  c->cntr.fid.context = context;
+  c->cntr.fid.ops = &g_cntr_fi_ops;
+  c->cntr.ops = &g_cntr_ops;
+  *cntr_p = &c->cntr;
+  return 0;
+}
+
+}  // namespace xpufab::efa

@@ -1,0 +1,410 @@
+// Completion queues. Host CQs are polled with device/efa_cq.h (efa_cq_poll) and their CQEs are
+// translated by device/efa_completion.h, the same code device kernels use on XPU CQs: each CQE
+// goes straight into its CQ's staging entry. XPU CQs are only set up and exported here.
+#include <cstdio>
+#include <cstring>
+
+#include "api/efa/cq_trace.h"
+#include "api/efa/efa.h"
+#include "api/efa/wait.h"
+#include "device/efa_completion.h"
+#include "device/xpu_prims.h"
+
+namespace xpufab::efa {
+
+namespace {
+
+// Source address of an RX completion: the AV entry with the sender's AH and QPN.
+fi_addr_t lookup_src(EfaEp* ep, uint16_t ahn, uint16_t qpn) {
+  if (!ep->av || ahn == EFA_IO_AH_UNKNOWN) return FI_ADDR_NOTAVAIL;
+  std::lock_guard<std::mutex> g(ep->av->lock);
+  for (size_t i = 0; i < ep->av->entries.size(); ++i) {
+    const EfaAvEntry& e = ep->av->entries[i];
+    if (e.valid && e.ahn == ahn && e.addr.qpn == qpn) return i;
+  }
+  return FI_ADDR_NOTAVAIL;
+}
+
+// The stale-CQE policy device code follows too: drop, count; the host logs the first.
+void drop_stale(EfaCq* cq, const efa_dp_cqe& c) {
+  if (efa_comp_count_stale(&cq->stale_cqes))
+    EFA_WARN(kCq,
+             "dropped a %s CQE (QP %u, req_id %u) naming no outstanding request; "
+             "later ones are only counted",
+             c.q_type == EFA_IO_SEND_QUEUE ? "TX" : "RX", c.qp_num, c.req_id);
+}
+
+// Translates the CQE directly into a new staging entry of `cq`.
+void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_buf,
+               fi_addr_t src) {
+  {
+    std::lock_guard<std::mutex> g(cq->lock);
+    Completion& out = cq->staged.emplace_back();
+    efa_comp_from_cqe(&c, op_context, rx_buf, &out.c);
+    out.src = src;
+  }
+  cq->cv.notify_all();
+}
+
+void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
+  EfaDomain* dom = cq->dom;
+  EfaEp* ep = dom->ep_by_qpn(c.qp_num);
+  if (!ep) {
+    drop_stale(cq, c);
+    return;
+  }
+  if (g_cq_trace_on) cq_trace_record(dom->trace_id, ep->trace_qp, c);
+  const bool tx = c.q_type == EFA_IO_SEND_QUEUE;
+  // Read the request's slot while it is still outstanding: its index is reused once freed.
+  uint64_t rx_buf = 0;
+  bool report = true;
+  const uint32_t idx = efa_comp_req_index(&ep->sq, &ep->rq, &c);
+  if (idx != EFA_COMP_NO_REQ) {
+    OpSlot& s = (tx ? ep->sq_slots : ep->rq_slots)[idx];
+    rx_buf = xpu_load_relaxed_u64(&s.buf);
+    report = xpu_load_relaxed_u32(&s.report) != 0;
+  }
+  uint64_t op_context = 0;
+  if (efa_comp_take(&ep->sq, &ep->rq, &c, &op_context) != 0) {
+    drop_stale(cq, c);
+    return;
+  }
+  const bool error = efa_io_status_to_fi_errno(c.status) != 0;
+  const uint64_t op = efa_comp_op_flags(c.q_type, c.op_type, 0);
+  EfaCntr* cntr;
+  if (tx) {
+    cntr = (op & FI_SEND) ? ep->cntr_send : (op & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  } else {
+    // Remote writes are reported whether or not they consumed a receive.
+    if (op & FI_REMOTE_WRITE) report = true;
+    cntr = (op & FI_REMOTE_WRITE) ? ep->cntr_rwrite : ep->cntr_recv;
+  }
+  if (cntr && !cntr->is_xpu()) cntr->inc(error);
+  EfaCq* target = tx ? ep->tx_cq : ep->rx_cq;
+  if (!target || target->internal || !(report || error)) return;
+  const fi_addr_t src = tx ? FI_ADDR_NOTAVAIL : lookup_src(ep, c.ah, c.src_qp);
+  stage_cqe(target, c, op_context, rx_buf, src);
+}
+
+// fi_cq_read* on an XPU CQ: device code owns its ring.
+bool refuse_host(EfaCq* cq) { return cq->is_xpu(); }
+
+ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
+  if (refuse_host(cq)) return -FI_EOPNOTSUPP;
+  if (!buf && count) return -FI_EINVAL;
+  cq->dom->progress();
+  std::lock_guard<std::mutex> g(cq->lock);
+  if (cq->staged.empty()) return -FI_EAGAIN;
+  if (cq->staged.front().error()) return -FI_EAVAIL;
+  size_t n = 0;
+  auto* out = static_cast<uint8_t*>(buf);
+  while (n < count && !cq->staged.empty() && !cq->staged.front().error()) {
+    efa_comp_write_entry(cq->format, &cq->staged.front().c, out + n * cq->entry_size);
+    if (src) src[n] = cq->staged.front().src;
+    cq->staged.pop_front();
+    n++;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
+  return cq_readfrom_impl(reinterpret_cast<EfaCq*>(f), buf, count, nullptr);
+}
+
+ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
+  return cq_readfrom_impl(reinterpret_cast<EfaCq*>(f), buf, count, src);
+}
+
+ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  if (refuse_host(cq)) return -FI_EOPNOTSUPP;
+  if (!buf || flags) return -FI_EINVAL;
+  cq->dom->progress();
+  std::lock_guard<std::mutex> g(cq->lock);
+  if (cq->staged.empty() || !cq->staged.front().error()) return -FI_EAGAIN;
+  // err_data is provider memory: the caller's err_data stays, err_data_size becomes 0.
+  efa_comp_write_err(&cq->staged.front().c, buf);
+  cq->staged.pop_front();
+  return 1;
+}
+
+// Blocks on the backend CQ event fds (and the CQ's own wake fd for fi_cq_signal) rather than
+// spinning. timeout < 0 waits forever; on expiry -FI_EAGAIN, as libfabric's sread.
+ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void* cond,
+                     int timeout) {
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  if (refuse_host(cq)) return -FI_EOPNOTSUPP;
+  if (cond) return -FI_EINVAL;  // FI_CQ_COND_NONE only
+  if (!buf && count) return -FI_EINVAL;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+  WaiterScope ws(&cq->wake);
+  auto ready = [cq] {
+    if (cq->signaled.load()) return true;
+    std::lock_guard<std::mutex> g(cq->lock);
+    return !cq->staged.empty();
+  };
+  for (;;) {
+    ssize_t n = cq_readfrom_impl(cq, buf, count, src);
+    if (n != -FI_EAGAIN) return n;
+    if (cq->signaled.exchange(false)) return -FI_ECANCELED;
+    const int left = timeout < 0 ? kWaitSliceMs : ms_left(deadline);
+    if (timeout >= 0 && left == 0) return -FI_EAGAIN;
+    cq->dom->wait_event(left, cq->wake.fd, ready);
+  }
+}
+
+ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeout) {
+  return cq_sreadfrom(f, buf, count, nullptr, cond, timeout);
+}
+
+int cq_signal(fid_cq* f) {
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  if (refuse_host(cq)) return -FI_EOPNOTSUPP;
+  cq->signaled = true;
+  cq->wake.wake();
+  return 0;
+}
+
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
+  const char* s = efa_io_status_str(static_cast<uint32_t>(prov_errno));
+  if (buf && len) {
+    snprintf(buf, len, "%s", s);
+    return buf;
+  }
+  return s;
+}
+
+int cq_close(fid* f) {
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  int rc = cq->refs.try_close();
+  if (rc) return rc;
+  EfaDomain* dom = cq->dom;
+  {
+    std::lock_guard<std::mutex> g(dom->lock);
+    for (auto it = dom->cqs.begin(); it != dom->cqs.end(); ++it) {
+      if (*it == cq) {
+        dom->cqs.erase(it);
+        break;
+      }
+    }
+  }
+  rc = dom->dev->destroy_cq(cq->bcq);
+  if (rc) EFA_WARN(kCq, "destroy_cq: %d", rc);
+  if (cq->xctx) {
+    cq->xctx->release(&cq->state);
+    cq->xctx->release(&cq->ring);
+    cq->xctx->refs.release();
+  }
+  if (!cq->internal) dom->refs.release();
+  cq->wake.close();
+  delete cq;
+  return 0;
+}
+
+int cq_control(fid* f, int command, void* arg) {
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  switch (command) {
+    case FI_GETWAIT:
+      if (cq->wait_obj != FI_WAIT_FD) return -FI_ENODATA;
+      if (!arg) return -FI_EINVAL;
+      *static_cast<int*>(arg) = cq->bcq->event_fd();
+      return 0;
+    case FI_GETWAITOBJ:
+      if (!arg) return -FI_EINVAL;
+      *static_cast<fi_wait_obj*>(arg) = cq->wait_obj;
+      return 0;
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+int cq_export(fid_cq* f, uint64_t flags, fid_xpu_cq* out);
+
+fi_ops g_cq_fi_ops = {sizeof(fi_ops), cq_close, fi_no_bind, cq_control,
+                      fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
+fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read,     cq_readfrom,  cq_readerr, cq_sread,
+                      cq_sreadfrom,      cq_signal,   cq_strerror,  cq_export};
+
+uint32_t round_pow2(uint32_t v) {
+  uint32_t p = 2;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// Creates the backend CQ (in XPU memory for an XPU CQ) and, for host CQs, the polling state.
+int cq_setup(EfaCq* cq, size_t size, bool event_fd) {
+  EfaDomain* dom = cq->dom;
+  uint32_t want = static_cast<uint32_t>(size ? size : dom->attr.max_sq_wr + dom->attr.max_rq_wr);
+  if (dom->attr.max_cq_depth && want > dom->attr.max_cq_depth) want = dom->attr.max_cq_depth;
+  const uint32_t entries = round_pow2(want);
+  backend::CqInitAttr a;
+  a.entries = entries;
+  // Every host CQ gets an event fd where the device offers notifications: counter waits sleep
+  // on the CQs (internal ones included) whose completions they count.
+  a.with_event_fd = !cq->xctx && (event_fd || (dom->attr.device_caps & backend::kCapCqNotifications));
+  if (cq->xctx) {
+    int rc = cq->xctx->alloc_mem(static_cast<size_t>(entries) * EFA_IO_CQE_SIZE,
+                                 FI_XPU_ALLOC_DMABUF, &cq->ring);
+    if (rc) return rc;
+    memset(cq->ring.host, 0, cq->ring.size);
+    a.ext_buffer = cq->ring.host;
+    a.ext_length = cq->ring.size;
+    a.ext_fd = cq->ring.fd;
+    a.ext_offset = cq->ring.offset;
+  }
+  int rc = dom->dev->create_cq(a, &cq->bcq);
+  if (rc) {
+    if (cq->xctx) cq->xctx->release(&cq->ring);
+    return to_fi_err(rc);
+  }
+  rc = cq->bcq->query(&cq->battr);
+  if (rc == 0 && !cq->xctx) {
+    efa_dp_cq_attr pa{cq->battr.buffer, cq->battr.entry_size, cq->battr.num_entries, nullptr};
+    rc = efa_cq_init(&cq->poll, &pa);
+  }
+  if (rc) {
+    dom->dev->destroy_cq(cq->bcq);
+    if (cq->xctx) cq->xctx->release(&cq->ring);
+    return rc < 0 && rc > -256 ? to_fi_err(rc) : rc;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void EfaCq::stage(const Completion& c) {
+  {
+    std::lock_guard<std::mutex> g(lock);
+    staged.push_back(c);
+  }
+  cv.notify_all();
+}
+
+void cq_drain(EfaCq* cq) {
+  efa_dp_cqe c;
+  while (efa_cq_poll(&cq->poll, &c) == 0) dispatch(cq, c);
+}
+
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) {
+  if (!domain || !attr || !cq_p) return -FI_EINVAL;
+  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
+  // The fi_xpu(3) example sets xpu_ctx without FI_XPU; both forms make an XPU CQ.
+  fid_xpu_ctx* xctx = attr->xpu_ctx;
+  if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
+  fi_cq_format fmt = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+  if (fmt == FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;
+  if (!efa_comp_entry_size(fmt)) return -FI_EINVAL;
+  fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
+  if (w != FI_WAIT_NONE && w != FI_WAIT_FD) return -FI_ENOSYS;
+  if (attr->wait_cond != FI_CQ_COND_NONE || attr->wait_set) return -FI_EINVAL;
+  EfaXpuCtx* x = nullptr;
+  if (xctx) {
+    if (xctx->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
+    x = reinterpret_cast<EfaXpuCtx*>(xctx);
+    if (x->dom != dom) return -FI_EINVAL;
+    if (attr->wait_obj == FI_WAIT_FD) return -FI_EINVAL;
+    w = FI_WAIT_NONE;
+  }
+  auto* cq = new (std::nothrow) EfaCq();
+  if (!cq) return -FI_ENOMEM;
+  cq->dom = dom;
+  cq->format = fmt;
+  cq->entry_size = efa_comp_entry_size(fmt);
+  cq->wait_obj = w;
+  cq->xctx = x;
+  int rc = cq_setup(cq, attr->size, w == FI_WAIT_FD);
+  if (rc) {
+    delete cq;
+    return rc;
+  }
+  if (!x && cq->wake.open() != 0) {
+    dom->dev->destroy_cq(cq->bcq);
+    delete cq;
+    return -FI_ENOMEM;
+  }
+  rc = dom->refs.acquire();
+  if (rc == 0 && x) {
+    rc = x->refs.acquire();
+    if (rc) dom->refs.release();
+  }
+  if (rc) {
+    dom->dev->destroy_cq(cq->bcq);
+    if (x) x->release(&cq->ring);
+    cq->wake.close();
+    delete cq;
+    return rc;
+  }
+  cq->cq.fid.fclass = FI_CLASS_CQ;
+  cq->cq.fid.context = context;
+  cq->cq.fid.ops = &g_cq_fi_ops;
+  cq->cq.ops = &g_cq_ops;
+  if (!x) {
+    std::lock_guard<std::mutex> g(dom->lock);
+    dom->cqs.push_back(cq);
+  }
+  *cq_p = &cq->cq;
+  return 0;
+}
+
+int cq_create_internal(EfaDomain* dom, EfaCq** cq_p) {
+  auto* cq = new (std::nothrow) EfaCq();
+  if (!cq) return -FI_ENOMEM;
+  cq->dom = dom;
+  cq->internal = true;
+  int rc = cq_setup(cq, 0, false);
+  if (rc) {
+    delete cq;
+    return rc;
+  }
+  cq->cq.fid.fclass = FI_CLASS_CQ;
+  cq->cq.fid.ops = &g_cq_fi_ops;
+  cq->cq.ops = &g_cq_ops;
+  {
+    std::lock_guard<std::mutex> g(dom->lock);
+    dom->cqs.push_back(cq);
+  }
+  *cq_p = cq;
+  return 0;
+}
+
+void cq_destroy_internal(EfaCq* cq) { cq_close(&cq->cq.fid); }
+
+namespace {
+
+int cq_export(fid_cq* f, uint64_t flags, fid_xpu_cq* out) {
+  if (!f || !out) return -FI_EINVAL;
+  auto* cq = reinterpret_cast<EfaCq*>(f);
+  if (flags) return -FI_EBADFLAGS;
+  if (!cq->is_xpu()) return -FI_EINVAL;
+  EfaXpuCtx* x = cq->xctx;
+  if (!cq->exported) {
+    int rc = x->import_mem(nullptr, sizeof(efa_xpu_cq), FI_XPU_IMPORT_DEVICEMAP, &cq->state);
+    if (rc) return rc;
+    auto* st = static_cast<efa_xpu_cq*>(cq->state.host);
+    memset(st, 0, sizeof(*st));
+    // The ring is XPU memory; cq.buf is its device address.
+    efa_dp_cq_attr pa{static_cast<uint8_t*>(cq->ring.dev), EFA_IO_CQE_SIZE, cq->battr.num_entries,
+                      nullptr};
+    rc = efa_cq_init(&st->cq, &pa);
+    if (rc) {
+      x->release(&cq->state);
+      return rc;
+    }
+    st->version = EFA_XPU_VERSION;
+    st->size = sizeof(*st);
+    st->format = cq->format;
+    st->entry_size = static_cast<uint32_t>(cq->entry_size);
+    st->fid.fid.fclass = FI_CLASS_CQ;
+    st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+    st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(cq->state.dev);
+    cq->xstate = st;
+    cq->exported = true;
+  }
+  *out = cq->xstate->fid;
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace xpufab::efa
