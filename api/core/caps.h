@@ -43,9 +43,31 @@ inline constexpr uint64_t kOpFlags =
     FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_CLAIM | FI_DISCARD |
     FI_AUTH_KEY | FI_PEER_TRANSFER | FI_XPU;
 
-// A primary capability with no direction modifier means every direction.
+// The modifiers refine one class of primary capability each (fi_getinfo(3)): FI_SEND/FI_RECV
+// the message-style operations, FI_READ/FI_WRITE/FI_REMOTE_* the RMA and atomic ones.
+inline constexpr uint64_t kMsgClassCaps = FI_MSG | FI_TAGGED | FI_COLLECTIVE | FI_MULTICAST;
+inline constexpr uint64_t kMsgModifiers = FI_SEND | FI_RECV;
+inline constexpr uint64_t kRmaClassCaps = FI_RMA | FI_ATOMIC;
+inline constexpr uint64_t kRmaModifiers = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+// A class of primary capability with none of its modifiers means every direction of that class,
+// whatever modifiers the other class carries: FI_MSG|FI_RMA|FI_WRITE still sends and receives.
 inline uint64_t expand_modifiers(uint64_t caps) {
-  return (caps & kCapModifiers) ? caps : caps | kCapModifiers;
+  uint64_t out = caps;
+  if ((caps & kMsgClassCaps) && !(caps & kMsgModifiers)) out |= kMsgModifiers;
+  if ((caps & kRmaClassCaps) && !(caps & kRmaModifiers)) out |= kRmaModifiers;
+  if (!(caps & (kMsgClassCaps | kRmaClassCaps)) && !(caps & kCapModifiers)) out |= kCapModifiers;
+  return out;
+}
+
+// `caps` with the modifiers of each class it names but leaves unrefined taken from `offered`:
+// what a request for that class is granted.
+inline uint64_t grant_modifiers(uint64_t caps, uint64_t offered) {
+  const uint64_t avail = expand_modifiers(offered);
+  uint64_t out = caps;
+  if ((caps & kMsgClassCaps) && !(caps & kMsgModifiers)) out |= avail & kMsgModifiers;
+  if ((caps & kRmaClassCaps) && !(caps & kRmaModifiers)) out |= avail & kRmaModifiers;
+  return out;
 }
 
 }  // namespace xpufab::core

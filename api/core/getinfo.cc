@@ -6,6 +6,9 @@
 #include <rdma/fi_errno.h>
 #include <strings.h>
 
+#include <cstdarg>
+#include <cstdio>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -78,6 +81,7 @@ bool rma_target_allowed(uint64_t caps) {
 // The mr_mode bits a provider requires of an application that uses `caps`.
 int required_mr_mode(uint64_t caps, int prov_mode) {
   int mode = prov_mode;
+  if (!(caps & FI_HMEM)) mode &= ~FI_MR_HMEM;
   if (!rma_target_allowed(caps)) {
     if (!(mode & (FI_MR_LOCAL | FI_MR_HMEM | FI_MR_XPU_DESC))) return 0;
     mode &= ~kRmaTargetMrBits;
@@ -86,7 +90,41 @@ int required_mr_mode(uint64_t caps, int prov_mode) {
   return mode & ~(FI_MR_BASIC | FI_MR_SCALABLE);
 }
 
-// Structural validation of the hints: malformed input, not a mismatch.
+// The hints' mr_mode for API >= 1.5, with the deprecated FI_LOCAL_MR mode bit read as the old
+// spelling of FI_MR_LOCAL.
+int user_mr_mode(uint32_t version, const fi_info* h) {
+  int user = h->domain_attr ? h->domain_attr->mr_mode : FI_MR_UNSPEC;
+  if ((h->mode & FI_LOCAL_MR) && FI_VERSION_GE(version, FI_VERSION(1, 5)) &&
+      !(user & (FI_MR_BASIC | FI_MR_SCALABLE)))
+    user |= FI_MR_LOCAL;
+  return user;
+}
+
+// "FI_MR_LOCAL|FI_MR_PROV_KEY" for a log line.
+void mr_bits_str(int bits, char* buf, size_t len) {
+  static const struct {
+    int bit;
+    const char* name;
+  } kNames[] = {
+      {FI_MR_LOCAL, "FI_MR_LOCAL"},         {FI_MR_RAW, "FI_MR_RAW"},
+      {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"}, {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+      {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},   {FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
+      {FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"}, {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"},
+      {FI_MR_HMEM, "FI_MR_HMEM"},           {FI_MR_COLLECTIVE, "FI_MR_COLLECTIVE"},
+      {FI_MR_XPU_DESC, "FI_MR_XPU_DESC"},
+  };
+  size_t used = 0;
+  buf[0] = '\0';
+  for (const auto& n : kNames) {
+    if (!(bits & n.bit) || used >= len) continue;
+    int w = snprintf(buf + used, len - used, "%s%s", used ? "|" : "", n.name);
+    if (w > 0) used += static_cast<size_t>(w);
+  }
+  if (!used) snprintf(buf, len, "0x%x", static_cast<unsigned>(bits));
+}
+
+// Structural validation of the hints: malformed input, not a mismatch.  A negative mr_mode is
+// not malformed: ~(FI_MR_BASIC | FI_MR_SCALABLE) is how applications say "any mode".
 int validate_hints(const fi_info* h) {
   if (h->caps & ~kAllCaps) return -FI_EBADFLAGS;
   if ((h->src_addr == nullptr) != (h->src_addrlen == 0)) return -FI_EINVAL;
@@ -108,166 +146,190 @@ int validate_hints(const fi_info* h) {
         progress_level(raw(d->data_progress)) < 0 || rm_level(raw(d->resource_mgmt)) < 0 ||
         raw(d->av_type) < FI_AV_UNSPEC || raw(d->av_type) > FI_AV_TABLE)
       return -FI_EINVAL;
-    if (d->mr_mode < 0) return -FI_EINVAL;
     if (d->auth_key_size && !d->auth_key) return -FI_EINVAL;
   }
   return 0;
 }
 
+// Matches one offer against the hints.  Every check runs, so that FI_LOG_LEVEL=info names each
+// attribute that rules the offer out, one line apiece, not just the first.
 struct Matcher {
   const char* prov;
   uint32_t version;
   const fi_info* p;  // provider's offer
   const fi_info* h;  // hints (not NULL)
+  mutable int rejections = 0;
 
-  bool reject(const char* why) const {
+  __attribute__((format(printf, 2, 3))) void reject(const char* fmt, ...) const {
+    rejections++;
+    if (!log_enabled(LogLevel::kInfo, prov, LogSubsys::kCore)) return;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
     XPUFAB_INFO(prov, LogSubsys::kCore, "offer %s/%s rejected: %s",
                 p->fabric_attr && p->fabric_attr->name ? p->fabric_attr->name : "?",
                 p->domain_attr && p->domain_attr->name ? p->domain_attr->name : "?", why);
-    return false;
   }
 
   uint64_t granted_caps() const {
     if (!h->caps) return p->caps & ~kOptInCaps;
-    return (h->caps & kPrimaryCaps) | ((p->caps | h->caps) & kSecondaryCaps);
+    uint64_t caps = (h->caps & kPrimaryCaps) | ((p->caps | h->caps) & kSecondaryCaps);
+    return grant_modifiers(caps, p->caps);
   }
 
-  bool mr_mode_ok(uint64_t caps) const {
-    int user = h->domain_attr->mr_mode;
-    // The deprecated FI_LOCAL_MR mode bit is the old spelling of FI_MR_LOCAL.
-    if ((h->mode & FI_LOCAL_MR) && FI_VERSION_GE(version, FI_VERSION(1, 5)) &&
-        !(user & (FI_MR_BASIC | FI_MR_SCALABLE)))
-      user |= FI_MR_LOCAL;
-    int prov_mode = p->domain_attr->mr_mode;
-    if ((prov_mode & FI_MR_LOCAL) && !((h->mode & FI_LOCAL_MR) || (user & FI_MR_LOCAL)))
-      return false;
+  void check_mr_mode(uint64_t caps) const {
+    const int user = user_mr_mode(version, h);
+    const int prov_mode = p->domain_attr->mr_mode;
+    char bits[160];
+    if ((prov_mode & FI_MR_LOCAL) && !(user & FI_MR_LOCAL))
+      reject("mr_mode lacks FI_MR_LOCAL (nor FI_LOCAL_MR in mode)");
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+      bool ok;
       switch (user) {
-        case FI_MR_UNSPEC: return prov_mode & (FI_MR_BASIC | FI_MR_SCALABLE);
-        case FI_MR_BASIC: return prov_mode & FI_MR_BASIC;
-        case FI_MR_SCALABLE: return prov_mode & FI_MR_SCALABLE;
-        default: return false;
+        case FI_MR_UNSPEC: ok = prov_mode & (FI_MR_BASIC | FI_MR_SCALABLE); break;
+        case FI_MR_BASIC: ok = prov_mode & FI_MR_BASIC; break;
+        case FI_MR_SCALABLE: ok = prov_mode & FI_MR_SCALABLE; break;
+        default: ok = false; break;
       }
+      if (!ok) reject("mr_mode %d not offered under API < 1.5", user);
+      return;
     }
-    if (user & FI_MR_BASIC) return !(user & ~FI_MR_BASIC) && (prov_mode & FI_MR_BASIC);
-    if (user & FI_MR_SCALABLE)
-      return !(user & ~FI_MR_SCALABLE) && (prov_mode & FI_MR_SCALABLE);
-    int need = required_mr_mode(caps, prov_mode);
-    return (user & need) == need;
+    if (user & FI_MR_BASIC) {
+      if ((user & ~FI_MR_BASIC) || !(prov_mode & FI_MR_BASIC))
+        reject("mr_mode FI_MR_BASIC (exclusive) not offered");
+      return;
+    }
+    if (user & FI_MR_SCALABLE) {
+      if ((user & ~FI_MR_SCALABLE) || !(prov_mode & FI_MR_SCALABLE))
+        reject("mr_mode FI_MR_SCALABLE (exclusive) not offered");
+      return;
+    }
+    const int missing = required_mr_mode(caps, prov_mode) & ~user & ~FI_MR_LOCAL;
+    if (missing) {
+      mr_bits_str(missing, bits, sizeof(bits));
+      reject("mr_mode lacks %s", bits);
+    }
   }
 
-  bool tx_ok() const {
+  void check_tx() const {
     const fi_tx_attr* u = h->tx_attr;
     const fi_tx_attr* a = p->tx_attr;
-    if (!u || !a) return true;
+    if (!u || !a) return;
     uint64_t umode = u->mode ? u->mode : h->mode;
-    if (u->caps & ~expand_modifiers(a->caps)) return reject("tx caps");
-    if (a->mode & ~umode) return reject("tx mode bits the application lacks");
-    if (u->op_flags & ~a->op_flags) return reject("tx op_flags");
-    if (u->msg_order & ~a->msg_order) return reject("tx msg_order");
-    if (u->comp_order & ~a->comp_order) return reject("tx comp_order");
-    if (u->inject_size > a->inject_size) return reject("inject_size");
-    if (u->size > a->size) return reject("tx size");
-    if (u->iov_limit > a->iov_limit) return reject("tx iov_limit");
-    if (u->rma_iov_limit > a->rma_iov_limit) return reject("rma_iov_limit");
+    if (u->caps & ~expand_modifiers(a->caps)) reject("tx caps");
+    if (a->mode & ~umode) reject("tx mode bits the application lacks");
+    if (u->op_flags & ~a->op_flags) reject("tx op_flags");
+    if (u->msg_order & ~a->msg_order) reject("tx msg_order");
+    if (u->comp_order & ~a->comp_order) reject("tx comp_order");
+    if (u->inject_size > a->inject_size)
+      reject("inject_size %zu above %zu", u->inject_size, a->inject_size);
+    if (u->size > a->size) reject("tx size %zu above %zu", u->size, a->size);
+    if (u->iov_limit > a->iov_limit)
+      reject("tx iov_limit %zu above %zu", u->iov_limit, a->iov_limit);
+    if (u->rma_iov_limit > a->rma_iov_limit)
+      reject("rma_iov_limit %zu above %zu", u->rma_iov_limit, a->rma_iov_limit);
     if (h->caps && (u->caps & ~expand_modifiers(h->caps) & kPrimaryCaps))
-      return reject("tx caps outside info caps");
-    return true;
+      reject("tx caps outside info caps");
   }
 
-  bool rx_ok() const {
+  void check_rx() const {
     const fi_rx_attr* u = h->rx_attr;
     const fi_rx_attr* a = p->rx_attr;
-    if (!u || !a) return true;
+    if (!u || !a) return;
     uint64_t umode = u->mode ? u->mode : h->mode;
-    if (u->caps & ~expand_modifiers(a->caps)) return reject("rx caps");
-    if (a->mode & ~umode) return reject("rx mode bits the application lacks");
-    if (u->op_flags & ~a->op_flags) return reject("rx op_flags");
-    if (u->msg_order & ~a->msg_order) return reject("rx msg_order");
-    if (u->comp_order & ~a->comp_order) return reject("rx comp_order");
-    if (u->total_buffered_recv > a->total_buffered_recv) return reject("total_buffered_recv");
-    if (u->size > a->size) return reject("rx size");
-    if (u->iov_limit > a->iov_limit) return reject("rx iov_limit");
+    if (u->caps & ~expand_modifiers(a->caps)) reject("rx caps");
+    if (a->mode & ~umode) reject("rx mode bits the application lacks");
+    if (u->op_flags & ~a->op_flags) reject("rx op_flags");
+    if (u->msg_order & ~a->msg_order) reject("rx msg_order");
+    if (u->comp_order & ~a->comp_order) reject("rx comp_order");
+    if (u->total_buffered_recv > a->total_buffered_recv) reject("total_buffered_recv");
+    if (u->size > a->size) reject("rx size %zu above %zu", u->size, a->size);
+    if (u->iov_limit > a->iov_limit)
+      reject("rx iov_limit %zu above %zu", u->iov_limit, a->iov_limit);
     if (h->caps && (u->caps & ~expand_modifiers(h->caps) & kPrimaryCaps))
-      return reject("rx caps outside info caps");
-    return true;
+      reject("rx caps outside info caps");
   }
 
-  bool ep_ok() const {
+  void check_ep() const {
     const fi_ep_attr* u = h->ep_attr;
     const fi_ep_attr* a = p->ep_attr;
-    if (!u || !a) return true;
-    if (u->type != FI_EP_UNSPEC && u->type != a->type) return reject("endpoint type");
-    if (u->protocol != FI_PROTO_UNSPEC && u->protocol != a->protocol) return reject("protocol");
-    if (u->protocol_version > a->protocol_version) return reject("protocol_version");
-    if (u->max_msg_size > a->max_msg_size) return reject("max_msg_size");
-    if (u->max_order_raw_size > a->max_order_raw_size) return reject("max_order_raw_size");
-    if (u->max_order_war_size > a->max_order_war_size) return reject("max_order_war_size");
-    if (u->max_order_waw_size > a->max_order_waw_size) return reject("max_order_waw_size");
+    if (!u || !a) return;
+    if (u->type != FI_EP_UNSPEC && u->type != a->type) reject("endpoint type");
+    if (u->protocol != FI_PROTO_UNSPEC && u->protocol != a->protocol) reject("protocol");
+    if (u->protocol_version > a->protocol_version) reject("protocol_version");
+    if (u->max_msg_size > a->max_msg_size)
+      reject("max_msg_size %zu above %zu", u->max_msg_size, a->max_msg_size);
+    if (u->max_order_raw_size > a->max_order_raw_size) reject("max_order_raw_size");
+    if (u->max_order_war_size > a->max_order_war_size) reject("max_order_war_size");
+    if (u->max_order_waw_size > a->max_order_waw_size) reject("max_order_waw_size");
     const fi_domain_attr* d = p->domain_attr;
     if (u->tx_ctx_cnt == FI_SHARED_CONTEXT) {
-      if (d && !d->max_ep_stx_ctx) return reject("shared tx context");
+      if (d && !d->max_ep_stx_ctx) reject("shared tx context");
     } else if (u->tx_ctx_cnt > (d && d->max_ep_tx_ctx ? d->max_ep_tx_ctx : a->tx_ctx_cnt)) {
-      return reject("tx_ctx_cnt");
+      reject("tx_ctx_cnt");
     }
     if (u->rx_ctx_cnt == FI_SHARED_CONTEXT) {
-      if (d && !d->max_ep_srx_ctx) return reject("shared rx context");
+      if (d && !d->max_ep_srx_ctx) reject("shared rx context");
     } else if (u->rx_ctx_cnt > (d && d->max_ep_rx_ctx ? d->max_ep_rx_ctx : a->rx_ctx_cnt)) {
-      return reject("rx_ctx_cnt");
+      reject("rx_ctx_cnt");
     }
-    return true;
   }
 
-  bool domain_ok(uint64_t caps) const {
+  void check_domain(uint64_t caps) const {
     const fi_domain_attr* u = h->domain_attr;
     const fi_domain_attr* a = p->domain_attr;
-    if (!u || !a) return true;
-    if (u->name && (!a->name || strcmp(u->name, a->name) != 0)) return reject("domain name");
-    if (thread_level(u->threading) < thread_level(a->threading)) return reject("threading");
+    if (!u || !a) return;
+    if (u->name && (!a->name || strcmp(u->name, a->name) != 0)) reject("domain name %s", u->name);
+    if (thread_level(u->threading) < thread_level(a->threading)) reject("threading");
     if (progress_level(u->control_progress) < progress_level(a->control_progress))
-      return reject("control_progress");
+      reject("control_progress");
     if (progress_level(u->data_progress) < progress_level(a->data_progress))
-      return reject("data_progress");
-    if (rm_level(u->resource_mgmt) < rm_level(a->resource_mgmt)) return reject("resource_mgmt");
+      reject("data_progress");
+    if (rm_level(u->resource_mgmt) < rm_level(a->resource_mgmt)) reject("resource_mgmt");
     if (u->av_type != FI_AV_UNSPEC && a->av_type != FI_AV_UNSPEC && u->av_type != a->av_type)
-      return reject("av_type");
-    if (!mr_mode_ok(caps)) return reject("mr_mode");
-    if (u->mr_key_size > a->mr_key_size) return reject("mr_key_size");
-    if (u->cq_data_size > a->cq_data_size) return reject("cq_data_size");
-    if (u->cq_cnt > a->cq_cnt) return reject("cq_cnt");
-    if (u->ep_cnt > a->ep_cnt) return reject("ep_cnt");
-    if (u->tx_ctx_cnt > a->tx_ctx_cnt) return reject("domain tx_ctx_cnt");
-    if (u->rx_ctx_cnt > a->rx_ctx_cnt) return reject("domain rx_ctx_cnt");
-    if (u->max_ep_tx_ctx > a->max_ep_tx_ctx) return reject("max_ep_tx_ctx");
-    if (u->max_ep_rx_ctx > a->max_ep_rx_ctx) return reject("max_ep_rx_ctx");
-    if (u->max_ep_stx_ctx > a->max_ep_stx_ctx) return reject("max_ep_stx_ctx");
-    if (u->max_ep_srx_ctx > a->max_ep_srx_ctx) return reject("max_ep_srx_ctx");
-    if (u->cntr_cnt > a->cntr_cnt) return reject("cntr_cnt");
-    if (u->mr_iov_limit > a->mr_iov_limit) return reject("mr_iov_limit");
-    if (u->caps & ~expand_modifiers(a->caps)) return reject("domain caps");
-    if (a->mode & ~(u->mode ? u->mode : h->mode)) return reject("domain mode bits");
-    if (u->max_err_data > a->max_err_data) return reject("max_err_data");
-    if (u->mr_cnt > a->mr_cnt) return reject("mr_cnt");
-    if (u->max_xpu_ctx_cnt > a->max_xpu_ctx_cnt) return reject("max_xpu_ctx_cnt");
-    return true;
+      reject("av_type");
+    check_mr_mode(caps);
+    if (u->mr_key_size > a->mr_key_size) reject("mr_key_size");
+    if (u->cq_data_size > a->cq_data_size) reject("cq_data_size");
+    if (u->cq_cnt > a->cq_cnt) reject("cq_cnt");
+    if (u->ep_cnt > a->ep_cnt) reject("ep_cnt");
+    if (u->tx_ctx_cnt > a->tx_ctx_cnt) reject("domain tx_ctx_cnt");
+    if (u->rx_ctx_cnt > a->rx_ctx_cnt) reject("domain rx_ctx_cnt");
+    if (u->max_ep_tx_ctx > a->max_ep_tx_ctx) reject("max_ep_tx_ctx");
+    if (u->max_ep_rx_ctx > a->max_ep_rx_ctx) reject("max_ep_rx_ctx");
+    if (u->max_ep_stx_ctx > a->max_ep_stx_ctx) reject("max_ep_stx_ctx");
+    if (u->max_ep_srx_ctx > a->max_ep_srx_ctx) reject("max_ep_srx_ctx");
+    if (u->cntr_cnt > a->cntr_cnt) reject("cntr_cnt");
+    if (u->mr_iov_limit > a->mr_iov_limit) reject("mr_iov_limit");
+    if (u->caps & ~expand_modifiers(a->caps)) reject("domain caps");
+    if (a->mode & ~(u->mode ? u->mode : h->mode)) reject("domain mode bits");
+    if (u->max_err_data > a->max_err_data) reject("max_err_data");
+    if (u->mr_cnt > a->mr_cnt) reject("mr_cnt");
+    if (u->max_xpu_ctx_cnt > a->max_xpu_ctx_cnt) reject("max_xpu_ctx_cnt");
   }
 
   bool matches() const {
     if ((h->caps & FI_XPU) && FI_VERSION_LT(version, FI_VERSION(2, 7)))
-      return reject("FI_XPU needs API version 2.7");
-    if (h->caps & ~expand_modifiers(p->caps)) return reject("caps");
+      reject("FI_XPU needs API version 2.7");
+    if (h->caps & ~expand_modifiers(p->caps)) reject("caps");
     uint64_t caps = granted_caps();
-    if (p->mode & ~h->mode) return reject("mode bits the application lacks");
+    if (p->mode & ~h->mode) reject("mode bits the application lacks");
     if (h->addr_format != FI_FORMAT_UNSPEC && p->addr_format != FI_FORMAT_UNSPEC &&
         h->addr_format != p->addr_format)
-      return reject("addr_format");
+      reject("addr_format");
     if (const fi_fabric_attr* u = h->fabric_attr; u && p->fabric_attr) {
       if (u->name && (!p->fabric_attr->name || strcmp(u->name, p->fabric_attr->name) != 0))
-        return reject("fabric name");
+        reject("fabric name %s", u->name);
       if (u->prov_version > p->fabric_attr->prov_version && p->fabric_attr->prov_version)
-        return reject("prov_version");
+        reject("prov_version");
     }
-    return ep_ok() && domain_ok(caps) && tx_ok() && rx_ok();
+    check_ep();
+    check_domain(caps);
+    check_tx();
+    check_rx();
+    return rejections == 0;
   }
 };
 
@@ -302,21 +364,22 @@ fi_info* shape_result(const Provider& prov, uint32_t version, const fi_info* p,
       h ? Matcher{prov.name(), version, p, h}.granted_caps() : p->caps & ~kOptInCaps;
   bool xpu = caps & FI_XPU;
   uint64_t strip = xpu ? 0 : kOptInCaps;
-  // tx/rx keep the operations granted and the directions those imply.
-  uint64_t dirs = caps & kCapModifiers;
-  if (!dirs) {
-    if (caps & (FI_MSG | FI_TAGGED | FI_COLLECTIVE | FI_MULTICAST)) dirs |= FI_SEND | FI_RECV;
-    if (caps & (FI_RMA | FI_ATOMIC))
-      dirs |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  }
-  uint64_t sub_mask = (caps & ~kCapModifiers) | dirs | kSecondaryCaps;
+  // tx/rx keep what the granted caps allow them, their modifiers included; caps the hints give
+  // tx/rx are refined per class by what the offer's tx/rx carry.
+  uint64_t sub_mask = caps | kSecondaryCaps;
   r->caps = caps;
   r->tx_attr->caps &= sub_mask & ~strip;
   r->rx_attr->caps &= sub_mask & ~strip;
-  if (h && h->tx_attr && h->tx_attr->caps)
-    r->tx_attr->caps = (h->tx_attr->caps & kPrimaryCaps) | (r->tx_attr->caps & kSecondaryCaps);
-  if (h && h->rx_attr && h->rx_attr->caps)
-    r->rx_attr->caps = (h->rx_attr->caps & kPrimaryCaps) | (r->rx_attr->caps & kSecondaryCaps);
+  if (h && h->tx_attr && h->tx_attr->caps) {
+    const uint64_t offered = p->tx_attr ? p->tx_attr->caps : caps;
+    r->tx_attr->caps = grant_modifiers(h->tx_attr->caps & kPrimaryCaps, offered) |
+                       (r->tx_attr->caps & kSecondaryCaps);
+  }
+  if (h && h->rx_attr && h->rx_attr->caps) {
+    const uint64_t offered = p->rx_attr ? p->rx_attr->caps : caps;
+    r->rx_attr->caps = grant_modifiers(h->rx_attr->caps & kPrimaryCaps, offered) |
+                       (r->rx_attr->caps & kSecondaryCaps);
+  }
   r->tx_attr->op_flags &= ~strip;
   r->rx_attr->op_flags &= ~strip;
   r->ep_attr->xpu_ctx = nullptr;
@@ -336,6 +399,13 @@ fi_info* shape_result(const Provider& prov, uint32_t version, const fi_info* p,
     d->mr_mode = h->domain_attr->mr_mode;
   } else {
     d->mr_mode = required_mr_mode(caps, p->domain_attr ? p->domain_attr->mr_mode : 0);
+    // Only bits the application allowed go back.  FI_MR_LOCAL granted through the FI_LOCAL_MR
+    // mode bit is returned the way it was asked for: as that mode bit.
+    if (h && h->domain_attr) {
+      const int asked = h->domain_attr->mr_mode;
+      if ((d->mr_mode & FI_MR_LOCAL) && !(asked & FI_MR_LOCAL)) r->mode |= FI_LOCAL_MR;
+      d->mr_mode &= asked;
+    }
   }
   if (h && h->domain_attr) {
     const fi_domain_attr* u = h->domain_attr;

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <string>
+#include <vector>
+
+#include "api/core/log.h"
 #include "api/core/test_provider.h"
 #include "gtest/gtest.h"
 
@@ -12,6 +16,8 @@ namespace xpufab::core::testing {
 namespace {
 
 constexpr uint32_t kV27 = FI_VERSION(2, 7);
+constexpr uint64_t kCapBits = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_RECV |
+                              FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 // Stores an arbitrary int in an enum field, as a C caller can.
 template <typename E>
@@ -225,8 +231,16 @@ TEST_F(GetinfoTest, MrModeRequiredBits) {
   EXPECT_EQ(get(), -FI_ENODATA);  // lacks FI_MR_PROV_KEY for an RMA target
   hints_->domain_attr->mr_mode |= FI_MR_PROV_KEY;
   ASSERT_EQ(get(), 0);
+  // FI_MR_HMEM is required of FI_HMEM users only.
+  EXPECT_EQ(info_->domain_attr->mr_mode,
+            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+  hints_->caps |= FI_HMEM;
+  ASSERT_EQ(get(), 0);
   EXPECT_EQ(info_->domain_attr->mr_mode, FI_MR_LOCAL | FI_MR_HMEM | FI_MR_VIRT_ADDR |
                                              FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+  hints_->domain_attr->mr_mode &= ~FI_MR_HMEM;
+  EXPECT_EQ(get(), -FI_ENODATA);
+  hints_->caps &= ~FI_HMEM;
   // Not an RMA target: the RMA-target bits are not required.
   hints_->caps = FI_MSG;
   hints_->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_HMEM | FI_MR_ALLOCATED;
@@ -400,6 +414,109 @@ TEST_F(GetinfoTest, FabricOpensThroughProvider) {
   EXPECT_EQ(fi_fabric(&attr, &fab, nullptr), -FI_ENODATA);
   attr.name = nullptr;
   EXPECT_EQ(fi_fabric(&attr, &fab, nullptr), -FI_EINVAL);
+}
+
+TEST_F(GetinfoTest, NegativeMrModeMeansAnyMode) {
+  // What applications pass to accept every mode bit the provider may ask for.
+  hints_->caps = FI_MSG | FI_RMA;
+  hints_->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+  ASSERT_EQ(get(), 0);
+  EXPECT_EQ(count(), 2);
+  EXPECT_EQ(info_->domain_attr->mr_mode,
+            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+  hints_->caps = FI_MSG | FI_XPU;
+  ASSERT_EQ(get(), 0);
+  EXPECT_EQ(info_->domain_attr->mr_mode, FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_XPU_DESC);
+  // Under API 1.4 mr_mode is the old enum: an arbitrary value matches nothing.
+  EXPECT_EQ(get(FI_VERSION(1, 4)), -FI_ENODATA);
+}
+
+TEST_F(GetinfoTest, ModifiersRefineTheirOwnClassOnly) {
+  hints_->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+  ASSERT_EQ(get(), 0);
+  EXPECT_EQ(info_->caps & (kCapBits), FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE |
+                                          FI_REMOTE_WRITE);
+  EXPECT_EQ(info_->tx_attr->caps & kCapBits, FI_MSG | FI_RMA | FI_SEND | FI_WRITE);
+  EXPECT_EQ(info_->rx_attr->caps & kCapBits, FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_WRITE);
+
+  hints_->caps = FI_MSG | FI_SEND | FI_RMA;  // send-only messages, every RMA direction
+  ASSERT_EQ(get(), 0);
+  EXPECT_EQ(info_->caps & kCapBits, FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE |
+                                        FI_REMOTE_READ | FI_REMOTE_WRITE);
+  EXPECT_EQ(info_->rx_attr->caps & kCapBits, FI_MSG | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
+
+  // tx caps from the hints get their class's directions from the offer's tx.
+  hints_->caps = FI_MSG | FI_RMA | FI_READ;
+  hints_->tx_attr->caps = FI_MSG | FI_RMA | FI_READ;
+  ASSERT_EQ(get(), 0);
+  EXPECT_EQ(info_->tx_attr->caps & kCapBits, FI_MSG | FI_SEND | FI_RMA | FI_READ);
+  EXPECT_EQ(info_->rx_attr->caps & kCapBits, FI_MSG | FI_RECV | FI_RMA);
+}
+
+// Every mr_mode combination of the eight bits an application may set, with and without the
+// FI_LOCAL_MR mode bit: an accepted offer returns only bits the application allowed, and the
+// ones the provider requires.
+TEST_F(GetinfoTest, ReturnedMrModeIsWithinWhatTheApplicationAllowed) {
+  const int bits[] = {FI_MR_LOCAL,    FI_MR_RAW,      FI_MR_VIRT_ADDR,  FI_MR_ALLOCATED,
+                      FI_MR_PROV_KEY, FI_MR_ENDPOINT, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT};
+  const int required = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints_->caps = FI_MSG | FI_RMA;
+  int accepted = 0;
+  for (uint64_t local_mr : {uint64_t{0}, uint64_t{FI_LOCAL_MR}}) {
+    for (int combo = 0; combo < 256; combo++) {
+      int mode = 0;
+      for (int b = 0; b < 8; b++)
+        if (combo & (1 << b)) mode |= bits[b];
+      hints_->mode = FI_CONTEXT | local_mr;
+      hints_->domain_attr->mr_mode = mode;
+      int rc = get(FI_VERSION(1, 18));
+      const int effective = mode | (local_mr ? FI_MR_LOCAL : 0);
+      if ((effective & required) != required) {
+        EXPECT_EQ(rc, -FI_ENODATA) << std::hex << mode;
+        continue;
+      }
+      ASSERT_EQ(rc, 0) << std::hex << mode;
+      accepted++;
+      for (fi_info* i = info_; i; i = i->next) {
+        EXPECT_EQ(i->domain_attr->mr_mode & ~mode, 0) << std::hex << mode << " " << local_mr;
+        EXPECT_EQ(i->domain_attr->mr_mode | (i->mode & FI_LOCAL_MR ? FI_MR_LOCAL : 0),
+                  required)
+            << std::hex << mode;
+        EXPECT_EQ((i->mode & FI_LOCAL_MR) != 0, local_mr && !(mode & FI_MR_LOCAL));
+      }
+    }
+  }
+  EXPECT_EQ(accepted, 16 + 32);
+}
+
+TEST_F(GetinfoTest, EachRejectedAttributeIsLoggedAtInfo) {
+  std::vector<std::string> lines;
+  setenv("FI_LOG_LEVEL", "info", 1);
+  log_reload_env();
+  log_set_sink([&](const std::string& l) { lines.push_back(l); });
+  hints_->caps = FI_MSG | FI_RMA;
+  hints_->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;  // lacks VIRT_ADDR, PROV_KEY
+  hints_->tx_attr->size = 4096;
+  hints_->ep_attr->type = FI_EP_MSG;
+  int rc = get();
+  log_set_sink(nullptr);
+  unsetenv("FI_LOG_LEVEL");
+  log_reload_env();
+  EXPECT_EQ(rc, -FI_ENODATA);
+  auto has = [&](const char* dom, const char* what) {
+    int n = 0;
+    for (const std::string& l : lines)
+      if (l.find(std::string("offer tfab/") + dom + " rejected: ") != std::string::npos &&
+          l.find(what) != std::string::npos)
+        n++;
+    return n;
+  };
+  for (const char* dom : {"tdom0", "tdom1"}) {
+    EXPECT_EQ(has(dom, "endpoint type"), 1) << dom;
+    EXPECT_EQ(has(dom, "tx size 4096 above 1024"), 1) << dom;
+    EXPECT_EQ(has(dom, "mr_mode lacks FI_MR_VIRT_ADDR|FI_MR_PROV_KEY"), 1) << dom;
+    EXPECT_EQ(has(dom, "rejected"), 3) << dom;
+  }
 }
 
 }  // namespace

@@ -97,8 +97,10 @@ void release_device(SharedDevice* d);
 // or for "auto" (the default) the highest-priority one with devices, hw before emu. 0 or a
 // negative errno; an unknown name is -EINVAL and logged at warn level.
 int select_backend(std::string* name_p, std::vector<backend::DeviceInfo>* devices_p);
-// The provider's fi_getinfo offers, one per device of the selected backend (getinfo.cc).
-int provider_getinfo(const fi_info* hints, fi_info** info_p);
+// The provider's fi_getinfo offers, one per device of the selected backend (getinfo.cc): `node`
+// (with FI_SOURCE in `flags`: the local address) and the hints' addresses select the device and
+// fill dest_addr.
+int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_info** info_p);
 
 struct EfaFabric;
 struct EfaDomain;

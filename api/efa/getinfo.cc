@@ -1,6 +1,9 @@
 // The provider's fi_getinfo offers: one fi_info per device of the chosen backend, its attributes
 // derived from what the device reports.
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,7 +61,9 @@ fi_info* make_info(const backend::DeviceAttr& a) {
   i->ep_attr->type = FI_EP_RDM;
   i->ep_attr->protocol = FI_PROTO_EFA;
   i->ep_attr->protocol_version = 1;
-  i->ep_attr->max_msg_size = a.max_rdma_size > a.mtu ? a.max_rdma_size : a.mtu;
+  // The largest single transfer of any granted operation: an RMA moves up to max_rdma_size, a
+  // SEND one MTU (provider_getinfo narrows it to the MTU for applications not asking for RMA).
+  i->ep_attr->max_msg_size = (rd || wr) ? std::max(a.max_rdma_size, a.mtu) : a.mtu;
   i->ep_attr->tx_ctx_cnt = 1;
   i->ep_attr->rx_ctx_cnt = 1;
   fi_domain_attr* d = i->domain_attr;
@@ -66,7 +71,9 @@ fi_info* make_info(const backend::DeviceAttr& a) {
   d->threading = FI_THREAD_SAFE;
   d->control_progress = FI_PROGRESS_AUTO;
   d->data_progress = FI_PROGRESS_AUTO;
-  d->resource_mgmt = FI_RM_DISABLED;
+  // The QPs retry receiver-not-ready without limit (rnr_retry 7), so a send to a peer without a
+  // posted receive waits instead of failing: what FI_RM_ENABLED promises an RDM endpoint.
+  d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = FI_AV_TABLE;
   d->mr_mode = kDirectMrMode | FI_MR_XPU_DESC;
   d->mr_key_size = 4;
@@ -103,9 +110,106 @@ const char* missing_xpu_mr_bit(int mode) {
   return nullptr;
 }
 
+// Parses the text forms of an EFA address an application may give fi_getinfo: what
+// fi_av_straddr prints ("fi_addr_efa://[GID]:QPN:QKEY"), and a GID alone, bare or in brackets
+// (qpn and qkey 0: it names a device, not an endpoint).  False for anything else.
+bool parse_efa_address(const char* text, EfaAddr* out) {
+  static const char kPrefix[] = "fi_addr_efa://";
+  EfaAddr a{};
+  const char* s = text;
+  const bool prefixed = strncmp(s, kPrefix, sizeof(kPrefix) - 1) == 0;
+  if (prefixed) s += sizeof(kPrefix) - 1;
+  char gid[INET6_ADDRSTRLEN + 1];
+  const char* rest = "";
+  if (*s == '[') {
+    const char* close = strchr(s, ']');
+    if (!close || static_cast<size_t>(close - s - 1) >= sizeof(gid)) return false;
+    memcpy(gid, s + 1, close - s - 1);
+    gid[close - s - 1] = '\0';
+    rest = close + 1;
+  } else {
+    if (prefixed || strlen(s) >= sizeof(gid)) return false;
+    snprintf(gid, sizeof(gid), "%s", s);
+  }
+  if (inet_pton(AF_INET6, gid, a.gid) != 1) return false;
+  if (*rest) {
+    unsigned qpn = 0, qkey = 0;
+    int used = 0;
+    if (sscanf(rest, ":%u:%u%n", &qpn, &qkey, &used) != 2 || rest[used] != '\0' || qpn > 0xffff)
+      return false;
+    a.qpn = static_cast<uint16_t>(qpn);
+    a.qkey = qkey;
+  }
+  *out = a;
+  return true;
+}
+
+// An address the hints carry: FI_ADDR_EFA (or unspecified) and EfaAddr-sized.
+bool hints_address(const fi_info* hints, const void* addr, size_t len, const char* what) {
+  if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_EFA) {
+    EFA_INFO(kCore, "hints %s is not an FI_ADDR_EFA address; nothing offered", what);
+    return false;
+  }
+  if (len != sizeof(EfaAddr) || !addr) {
+    EFA_INFO(kCore, "hints %s is %zu bytes, an EFA address %zu; nothing offered", what, len,
+             sizeof(EfaAddr));
+    return false;
+  }
+  return true;
+}
+
+// The local address and the destination an application names through node / FI_SOURCE / the
+// hints, resolved before any device is opened.
+struct Addressing {
+  bool want_src = false;  // only the device with src.gid
+  EfaAddr src{};
+  bool have_dest = false;
+  EfaAddr dest{};
+};
+
+int resolve_addressing(const char* node, uint64_t flags, const fi_info* hints, Addressing* out) {
+  if (node) {
+    EfaAddr a;
+    if (!parse_efa_address(node, &a)) {
+      EFA_INFO(kCore, "node \"%s\" names no EFA address (a GID or fi_addr_efa://[GID]:QPN:QKEY)",
+               node);
+      return -FI_ENODATA;
+    }
+    if (flags & FI_SOURCE) {
+      out->want_src = true;
+      out->src = a;
+    } else {
+      out->have_dest = true;
+      out->dest = a;
+    }
+  }
+  if (hints && hints->src_addr && !out->want_src) {
+    if (!hints_address(hints, hints->src_addr, hints->src_addrlen, "src_addr")) return -FI_ENODATA;
+    out->want_src = true;
+    memcpy(&out->src, hints->src_addr, sizeof(EfaAddr));
+  }
+  if (hints && hints->dest_addr && !out->have_dest) {
+    if (!hints_address(hints, hints->dest_addr, hints->dest_addrlen, "dest_addr"))
+      return -FI_ENODATA;
+    out->have_dest = true;
+    memcpy(&out->dest, hints->dest_addr, sizeof(EfaAddr));
+  }
+  return 0;
+}
+
+int set_dest(fi_info* i, const EfaAddr& dest) {
+  auto* d = static_cast<EfaAddr*>(malloc(sizeof(EfaAddr)));
+  if (!d) return -FI_ENOMEM;
+  *d = dest;
+  free(i->dest_addr);
+  i->dest_addr = d;
+  i->dest_addrlen = sizeof(EfaAddr);
+  return 0;
+}
+
 }  // namespace
 
-int provider_getinfo(const fi_info* hints, fi_info** info_p) {
+int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_info** info_p) {
   if (hints && (hints->caps & FI_XPU) && hints->domain_attr) {
     const char* bit = missing_xpu_mr_bit(hints->domain_attr->mr_mode);
     if (bit) {
@@ -117,15 +221,24 @@ int provider_getinfo(const fi_info* hints, fi_info** info_p) {
     return -FI_ENODATA;
   }
   if (hints && hints->fabric_attr && hints->fabric_attr->name &&
-      strcmp(hints->fabric_attr->name, kFabricName) != 0)
+      strcmp(hints->fabric_attr->name, kFabricName) != 0) {
+    EFA_INFO(kCore, "fabric \"%s\" asked for, this provider offers %s", hints->fabric_attr->name,
+             kFabricName);
     return -FI_ENODATA;
+  }
+  Addressing addr;
+  int rc = resolve_addressing(node, flags, hints, &addr);
+  if (rc) return rc;
   std::string be;
   std::vector<backend::DeviceInfo> devs;
-  int rc = select_backend(&be, &devs);
+  rc = select_backend(&be, &devs);
   if (rc) {
     EFA_INFO(kCore, "no EFA backend with devices (%d)", rc);
     return -FI_ENODATA;
   }
+  // efa-direct's SEND carries one MTU: an application that does not ask for RMA is told that
+  // limit, as upstream's efa-direct does, so buffers sized from max_msg_size always fit.
+  const bool msg_only = hints && !(hints->caps & FI_RMA);
   fi_info* head = nullptr;
   fi_info** tail = &head;
   for (const auto& dv : devs) {
@@ -135,8 +248,21 @@ int provider_getinfo(const fi_info* hints, fi_info** info_p) {
       EFA_WARN(kCore, "cannot open device %s (%d)", dv.name.c_str(), rc);
       continue;
     }
+    if (addr.want_src && memcmp(sd->attr.gid, addr.src.gid, sizeof(addr.src.gid)) != 0) {
+      char gid[INET6_ADDRSTRLEN];
+      inet_ntop(AF_INET6, sd->attr.gid, gid, sizeof(gid));
+      EFA_INFO(kCore, "device %s (GID %s) is not the source address asked for", dv.name.c_str(),
+               gid);
+      release_device(sd);
+      continue;
+    }
     fi_info* i = make_info(sd->attr);
+    if (i && msg_only) i->ep_attr->max_msg_size = sd->attr.mtu;
     release_device(sd);
+    if (i && addr.have_dest && set_dest(i, addr.dest)) {
+      fi_freeinfo(i);
+      i = nullptr;
+    }
     if (!i) {
       fi_freeinfo(head);
       return -FI_ENOMEM;

@@ -147,9 +147,10 @@ class EfaProvider : public core::Provider {
   const char* name() const override { return kProvName; }
   uint32_t version() const override { return kProvVersion; }
 
-  int getinfo(uint32_t, const char*, const char*, uint64_t, const fi_info* hints,
+  // EFA has no service namespace: an endpoint's QPN is assigned when it is enabled.
+  int getinfo(uint32_t, const char* node, const char*, uint64_t flags, const fi_info* hints,
               fi_info** info_p) override {
-    return provider_getinfo(hints, info_p);
+    return provider_getinfo(node, flags, hints, info_p);
   }
 
   int fabric(fi_fabric_attr* attr, fid_fabric** fabric_p, void* context) override {
