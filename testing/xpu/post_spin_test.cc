@@ -44,10 +44,10 @@ TEST(PostSpin, FullSendQueueWaitsForCompletionsInsteadOfFailing) {
     std::vector<fi_cq_data_entry> tx;
     EXPECT_EQ(drain_cq(&s.xcq, FI_XPU_WORK_ITEM, depth, &tx), 0);
   });
-  const auto t0 = std::chrono::steady_clock::now();
+  // A slot frees only when the helper drains the send CQ, after `posted`: a post that returned
+  // early (instead of spinning) sees `posted` still false. No clock is involved.
   EXPECT_EQ(fi_xpu_send(&s.xep, sb.data(), 8, &sb.desc, 0, &r.peer, nullptr, 0, FI_XPU_WORK_ITEM), 0);
   EXPECT_TRUE(posted.load());
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
   helper.join();
   std::vector<fi_cq_data_entry> tx, rx;
   ASSERT_EQ(drain_cq(&s.xcq, FI_XPU_WORK_ITEM, 1, &tx), 0);
