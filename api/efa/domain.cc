@@ -1,10 +1,11 @@
 // Domains: one device (shared with the other domains on it), its PD and address handles, the
-// host-side progress and the waits that sleep on the host CQs.
+// host-side progress, the waits that sleep on the host CQs, and the core's poll sets.
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "api/core/poll_set.h"
 #include "api/efa/casts.h"
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
@@ -30,7 +31,11 @@ int domain_close(fid* f) {
 }
 
 int domain_no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
-int domain_no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int domain_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** ps) {
+  EfaDomain* dom = to_domain(d);
+  if (!dom) return -FI_EINVAL;
+  return core::poll_open(d, attr, ps, &dom->refs);
+}
 int domain_no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int domain_no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 int domain_no_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
@@ -44,7 +49,7 @@ fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, fi_no_bind, fi_no_contro
                           fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
 fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), av_open,         cq_open,
                               endpoint_open,         domain_no_sep,   cntr_open,
-                              domain_no_poll,        domain_no_stx,   domain_no_srx,
+                              domain_poll_open,      domain_no_stx,   domain_no_srx,
                               domain_no_atomic,      domain_no_coll,  endpoint2_open,
                               xpu_ctx_open};
 fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
