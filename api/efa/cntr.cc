@@ -164,11 +164,15 @@ void EfaCntr::inc(bool error) {
 }
 
 fid* CntrPollable::pollable_fid() { return &cntr->cntr.fid; }
+int CntrPollable::pollable_fd() { return cntr->dom->cq_epoll; }
 core::FidRefs& CntrPollable::pollable_refs() { return cntr->refs; }
 
 // A counter has an event when its value or error count moved since the last time it said so.
-// Its counts move only in provider code (progress, fi_cntr_add/set), which wakes the watchers.
+// Its counts move in provider code (progress, fi_cntr_add/set), which wakes the watchers; the
+// completions it counts arrive through any host CQ of the domain, so a set also sleeps on the
+// domain's CQ notifications, re-armed here before progress looks for new CQEs.
 bool CntrPollable::has_event() {
+  cntr->dom->rearm_cqs();
   cntr->dom->progress();
   std::lock_guard<std::mutex> g(cntr->poll_lock);
   const uint64_t v = cntr->value.load(), e = cntr->err.load();

@@ -3,6 +3,7 @@
 // goes straight into its CQ's staging entry. XPU CQs are only set up and exported here. Host
 // CQs are Pollable (api/core/pollable.h): poll sets and wait sets watch them.
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,6 +94,16 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   if (!target || target->internal || !(report || error)) return;
   const fi_addr_t src = tx ? FI_ADDR_NOTAVAIL : lookup_src(ep, c.ah, c.src_qp);
   stage_cqe(target, c, op_context, rx_buf, src);
+}
+
+// Adds a host CQ's event fd to the domain's epoll set of CQ notifications, or takes it out.
+void watch_cq(EfaCq* cq, bool on) {
+  const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+  if (fd < 0 || cq->dom->cq_epoll < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (epoll_ctl(cq->dom->cq_epoll, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev) < 0)
+    EFA_INFO(kCq, "epoll_ctl(%d): %d", on ? 1 : 0, errno);
 }
 
 // fi_cq_read* on an XPU CQ: device code owns its ring.
@@ -201,6 +212,7 @@ int cq_close(fid* f) {
     for (auto it = dom->cqs.begin(); it != dom->cqs.end(); ++it) {
       if (*it == cq) {
         dom->cqs.erase(it);
+        watch_cq(cq, false);
         break;
       }
     }
@@ -404,6 +416,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
     }
     std::lock_guard<std::mutex> g(dom->lock);
     dom->cqs.push_back(cq);
+    watch_cq(cq, true);
   }
   *cq_p = &cq->cq;
   return 0;
@@ -425,6 +438,7 @@ int cq_create_internal(EfaDomain* dom, EfaCq** cq_p) {
   {
     std::lock_guard<std::mutex> g(dom->lock);
     dom->cqs.push_back(cq);
+    watch_cq(cq, true);
   }
   *cq_p = cq;
   return 0;

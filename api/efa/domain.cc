@@ -1,6 +1,7 @@
 // Domains: one device (shared with the other domains on it), its PD and address handles, the
 // host-side progress, the waits that sleep on the host CQs, and the core's poll sets.
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ int domain_close(fid* f) {
   release_device(dom->sdev);
   dom->fab->refs.release();
   fi_freeinfo(dom->info);
+  if (dom->cq_epoll >= 0) close(dom->cq_epoll);
   delete dom;
   if (g_cq_trace_on) cq_trace_flush();
   return 0;
@@ -87,8 +89,11 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   dom->mr_mode = info->domain_attr->mr_mode;
   dom->xpu = (info->caps & FI_XPU) != 0;
   if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();
-  rc = fab->refs.acquire();
+  dom->cq_epoll = epoll_create1(EPOLL_CLOEXEC);
+  rc = dom->cq_epoll < 0 ? -FI_ENOMEM : fab->refs.acquire();
   if (rc || !dom->info) {
+    if (rc == 0) fab->refs.release();
+    if (dom->cq_epoll >= 0) close(dom->cq_epoll);
     dom->dev->dealloc_pd(dom->pd);
     release_device(dom->sdev);
     fi_freeinfo(dom->info);
@@ -160,6 +165,21 @@ void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& re
     uint64_t v;
     ssize_t n = read(p.fd, &v, sizeof(v));
     (void)n;
+  }
+}
+
+void EfaDomain::rearm_cqs() {
+  std::lock_guard<std::mutex> g(lock);
+  for (EfaCq* cq : cqs) {
+    const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+    if (fd < 0) continue;
+    pollfd p{fd, POLLIN, 0};
+    uint64_t v;
+    if (poll(&p, 1, 0) == 1) {
+      ssize_t n = read(fd, &v, sizeof(v));
+      (void)n;
+    }
+    cq->bcq->arm();
   }
 }
 

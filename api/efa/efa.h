@@ -128,6 +128,9 @@ struct EfaDomain {
   bool xpu = false;  // opened with FI_XPU
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
+  // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A
+  // counter in a wait set offers it, since its completions arrive through any of those CQs.
+  int cq_epoll = -1;
   std::mutex lock;
   std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
   std::vector<EfaCq*> cqs;    // host-polled CQs
@@ -135,6 +138,8 @@ struct EfaDomain {
 
   // Drives the device and drains every host-polled CQ into its staging list.
   void progress();
+  // Acknowledges and re-arms every host CQ's event fd, so that the next CQE signals cq_epoll.
+  void rearm_cqs();
   // Arms the host CQs, drives progress once and, unless `ready()` then holds, sleeps until a
   // host CQ of this domain gets a CQE, `extra_fd` becomes readable, or `ms` passes (at most
   // kWaitSliceMs). Callers re-check their condition afterwards.
@@ -201,6 +206,7 @@ struct CntrPollable : core::Pollable {
   fid* pollable_fid() override;
   core::FidRefs& pollable_refs() override;
   bool has_event() override;
+  int pollable_fd() override;
 };
 
 struct EfaCq {
