@@ -1,7 +1,9 @@
-// Address vectors: FI_AV_TABLE over the domain's shared address handles.
+// Address vectors: FI_AV_TABLE over the domain's shared address handles. An AV opened with
+// FI_EVENT reports each insert on the EQ bound to it (fi_av(3)).
 #include <cstdio>
 #include <cstring>
 
+#include "api/core/eq.h"
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
 
@@ -23,15 +25,32 @@ int av_close(fid* f) {
   if (rc) return rc;
   for (auto& e : av->entries)
     if (e.valid) av->dom->put_ah(e.addr.gid);
+  if (av->eq) core::eq_bind_release(&av->eq->fid);
   av->dom->refs.release();
   delete av;
   return 0;
 }
 
+// fi_av_bind(3): an AV binds to one EQ, which then receives its FI_EVENT reports.
+int av_bind(fid* f, fid* bfid, uint64_t flags) {
+  EfaAv* av = to_av(f);
+  if (!av || !bfid) return -FI_EINVAL;
+  if (bfid->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+  if (flags) return -FI_EBADFLAGS;
+  if (av->eq) return -FI_EINVAL;
+  int rc = core::eq_bind_acquire(bfid);
+  if (rc) return rc;
+  // A core EQ's fid is the first member of its fid_eq (eq_bind_acquire checked it is one).
+  av->eq = reinterpret_cast<fid_eq*>(bfid);
+  return 0;
+}
+
 int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
-              void*) {
+              void* context) {
   EfaAv* av = to_av(fav);
   if (!av || (!addr && count) || flags) return -FI_EINVAL;
+  const bool event = av->flags & FI_EVENT;
+  if (event && !av->eq) return -FI_ENOEQ;
   const auto* in = static_cast<const EfaAddr*>(addr);
   int done = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -39,6 +58,15 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     int rc = av->dom->get_ah(in[i].gid, &ah);
     if (rc) {
       if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+      if (event) {
+        // fi_av(3): a failed address is an error event whose data is its index in the input.
+        fi_eq_err_entry err{};
+        err.fid = &av->av.fid;
+        err.context = context;
+        err.data = i;
+        err.err = -rc;
+        core::eq_post_error(av->eq, &err);
+      }
       continue;
     }
     EfaAvEntry e;
@@ -50,7 +78,10 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
     done++;
   }
-  return done;
+  if (!event) return done;
+  fi_eq_entry e{&av->av.fid, context, static_cast<uint64_t>(done)};
+  ssize_t rc = core::eq_post(av->eq, FI_AV_COMPLETE, &e, sizeof(e));
+  return rc < 0 ? static_cast<int>(rc) : 0;
 }
 
 int av_insertsvc(fid_av*, const char*, const char*, fi_addr_t*, uint64_t, void*) {
@@ -134,7 +165,7 @@ int av_lookup2(fid_av* fav, fi_addr_t fi_addr, void* buf, size_t* len, uint64_t 
   return 0;
 }
 
-fi_ops g_av_fi_ops = {sizeof(fi_ops), av_close, fi_no_bind, fi_no_control,
+fi_ops g_av_fi_ops = {sizeof(fi_ops), av_close, av_bind, fi_no_control,
                       fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
 fi_ops_av g_av_ops = {sizeof(fi_ops_av), av_insert,     av_insertsvc,      av_insertsym,
                       av_remove,         av_lookup,     av_straddr,        av_no_set,
@@ -145,7 +176,7 @@ fi_ops_av g_av_ops = {sizeof(fi_ops_av), av_insert,     av_insertsvc,      av_in
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context) {
   if (!domain || !attr || !av_p) return -FI_EINVAL;
   if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE) return -FI_EINVAL;
-  if (attr->flags || attr->name || attr->rx_ctx_bits) return -FI_EINVAL;
+  if ((attr->flags & ~FI_EVENT) || attr->name || attr->rx_ctx_bits) return -FI_EINVAL;
   EfaDomain* dom = to_domain(domain);
   if (!dom) return -FI_EINVAL;
   auto* av = new (std::nothrow) EfaAv();
@@ -156,6 +187,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context) 
     return rc;
   }
   av->dom = dom;
+  av->flags = attr->flags;
   av->entries.reserve(attr->count ? attr->count : 16);
   av->av.fid.fclass = FI_CLASS_AV;
   av->av.fid.context = context;

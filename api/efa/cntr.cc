@@ -1,7 +1,10 @@
 // Counters. Host counters count the completions the host CQ dispatch sees; XPU counters are the
-// device's completion counters, only set up and exported here and read by device code.
+// device's completion counters, only set up and exported here and read by device code. Host
+// counters are Pollable (api/core/pollable.h): poll sets and wait sets watch them.
 #include <cstring>
 
+#include "api/core/wait_set.h"
+#include "api/efa/casts.h"
 #include "api/efa/efa.h"
 #include "api/efa/wait.h"
 
@@ -10,59 +13,68 @@ namespace xpufab::efa {
 namespace {
 
 uint64_t cntr_read(fid_cntr* f) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
-  if (c->is_xpu()) return 0;  // device code reads it
+  EfaCntr* c = to_cntr(f);
+  if (!c || c->is_xpu()) return 0;  // device code reads it
   c->dom->progress();
   return c->value.load();
 }
 
 uint64_t cntr_readerr(fid_cntr* f) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
-  if (c->is_xpu()) return 0;
+  EfaCntr* c = to_cntr(f);
+  if (!c || c->is_xpu()) return 0;
   c->dom->progress();
   return c->err.load();
 }
 
 int cntr_add(fid_cntr* f, uint64_t v) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value += v;
   c->cv.notify_all();
   c->wake.wake();
+  c->pollable.wake_watchers();
   return 0;
 }
 
 int cntr_set(fid_cntr* f, uint64_t v) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value = v;
   c->cv.notify_all();
   c->wake.wake();
+  c->pollable.wake_watchers();
   return 0;
 }
 
 int cntr_adderr(fid_cntr* f, uint64_t v) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err += v;
   c->cv.notify_all();
   c->wake.wake();
+  c->pollable.wake_watchers();
   return 0;
 }
 
 int cntr_seterr(fid_cntr* f, uint64_t v) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err = v;
   c->cv.notify_all();
   c->wake.wake();
+  c->pollable.wake_watchers();
   return 0;
 }
 
 // Sleeps on the domain's CQ event fds (counted completions arrive through them) and the
 // counter's wake fd (fi_cntr_add/set from another thread). -FI_ETIMEDOUT on expiry (fi_cntr(3)).
 int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   const uint64_t err0 = c->err.load();
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
@@ -79,8 +91,8 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
 }
 
 int cntr_export(fid_cntr* f, uint64_t flags, fid_xpu_cntr* out) {
-  if (!f || !out) return -FI_EINVAL;
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c || !out) return -FI_EINVAL;
   if (flags) return -FI_EBADFLAGS;
   if (!c->is_xpu()) return -FI_EINVAL;
   if (!c->exported) {
@@ -94,6 +106,7 @@ int cntr_export(fid_cntr* f, uint64_t flags, fid_xpu_cntr* out) {
     st->err_value = static_cast<uint64_t*>(c->err_mem.dev);
     st->fid.fid.fclass = FI_CLASS_CNTR;
     st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+    // The handle carries the device address of the state as an integer (fi_xpu.h).
     st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(c->state.dev);
     c->xstate = st;
     c->exported = true;
@@ -103,9 +116,13 @@ int cntr_export(fid_cntr* f, uint64_t flags, fid_xpu_cntr* out) {
 }
 
 int cntr_close(fid* f) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   int rc = c->refs.try_close();
   if (rc) return rc;
+  // No set holds the counter any more (each would have held a reference): leave their view.
+  if (c->wait_set) core::wait_set_detach(c->wait_set, &c->pollable);
+  if (c->registered) core::unregister_pollable(&c->pollable);
   if (c->bcntr) c->dom->dev->destroy_comp_cntr(c->bcntr);
   if (c->xctx) {
     c->xctx->release(&c->state);
@@ -120,7 +137,8 @@ int cntr_close(fid* f) {
 }
 
 int cntr_control(fid* f, int command, void* arg) {
-  auto* c = reinterpret_cast<EfaCntr*>(f);
+  EfaCntr* c = to_cntr(f);
+  if (!c) return -FI_EINVAL;
   if (command == FI_GETWAITOBJ) {
     if (!arg) return -FI_EINVAL;
     *static_cast<fi_wait_obj*>(arg) = c->wait_obj;
@@ -142,23 +160,46 @@ void EfaCntr::inc(bool error) {
   else value++;
   cv.notify_all();
   wake.wake();
+  pollable.wake_watchers();
+}
+
+fid* CntrPollable::pollable_fid() { return &cntr->cntr.fid; }
+int CntrPollable::pollable_fd() { return cntr->dom->cq_epoll; }
+core::FidRefs& CntrPollable::pollable_refs() { return cntr->refs; }
+
+// A counter has an event when its value or error count moved since the last time it said so.
+// Its counts move in provider code (progress, fi_cntr_add/set), which wakes the watchers; the
+// completions it counts arrive through any host CQ of the domain, so a set also sleeps on the
+// domain's CQ notifications, re-armed here before progress looks for new CQEs.
+bool CntrPollable::has_event() {
+  cntr->dom->rearm_cqs();
+  cntr->dom->progress();
+  std::lock_guard<std::mutex> g(cntr->poll_lock);
+  const uint64_t v = cntr->value.load(), e = cntr->err.load();
+  if (v == cntr->seen_value && e == cntr->seen_err) return false;
+  cntr->seen_value = v;
+  cntr->seen_err = e;
+  return true;
 }
 
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* context) {
   if (!domain || !attr || !cntr_p) return -FI_EINVAL;
-  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  EfaDomain* dom = to_domain(domain);
+  if (!dom) return -FI_EINVAL;
   if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
   if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
-  if (attr->wait_set) return -FI_EINVAL;
   fid_xpu_ctx* xctx = attr->xpu_ctx;
   if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
   fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
-  if (w != FI_WAIT_NONE && w != FI_WAIT_FD) return -FI_ENOSYS;
+  if (w != FI_WAIT_NONE && w != FI_WAIT_FD && w != FI_WAIT_SET) return -FI_ENOSYS;
+  // fi_cntr(3): wait_set names the set of an FI_WAIT_SET counter and nothing otherwise.
+  if ((w == FI_WAIT_SET) != (attr->wait_set != nullptr)) return -FI_EINVAL;
+  if (attr->wait_set && !core::is_wait_set(&attr->wait_set->fid)) return -FI_EINVAL;
   EfaXpuCtx* x = nullptr;
   if (xctx) {
-    if (xctx->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
-    x = reinterpret_cast<EfaXpuCtx*>(xctx);
-    if (x->dom != dom) return -FI_EINVAL;
+    x = to_xpu_ctx(xctx);
+    if (!x || x->dom != dom) return -FI_EINVAL;
+    if (w == FI_WAIT_SET) return -FI_EINVAL;
     if (!(dom->attr.device_caps & backend::kCapCompCntr)) return -FI_EOPNOTSUPP;
     w = FI_WAIT_NONE;
   }
@@ -214,6 +255,22 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
   c->cntr.fid.context = context;
   c->cntr.fid.ops = &g_cntr_fi_ops;
   c->cntr.ops = &g_cntr_ops;
+  if (!x) {
+    c->pollable.cntr = c;
+    rc = core::register_pollable(&c->pollable);
+    c->registered = rc == 0;
+    if (rc == 0 && w == FI_WAIT_SET) {
+      rc = core::wait_set_attach(attr->wait_set, &c->pollable);
+      if (rc == 0) c->wait_set = attr->wait_set;
+    }
+    if (rc) {
+      if (c->registered) core::unregister_pollable(&c->pollable);
+      dom->refs.release();
+      c->wake.close();
+      delete c;
+      return rc;
+    }
+  }
   *cntr_p = &c->cntr;
   return 0;
 }

@@ -1,8 +1,17 @@
 // Completion queues. Host CQs are polled with device/efa_cq.h (efa_cq_poll) and their CQEs are
 // translated by device/efa_completion.h, the same code device kernels use on XPU CQs: each CQE
-// goes straight into its CQ's staging entry. XPU CQs are only set up and exported here.
+// goes straight into its CQ's staging entry. XPU CQs are only set up and exported here. Host
+// CQs are Pollable (api/core/pollable.h): poll sets and wait sets watch them.
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "api/core/wait_set.h"
+#include "api/efa/casts.h"
 
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
@@ -44,6 +53,7 @@ void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_
     out.src = src;
   }
   cq->cv.notify_all();
+  cq->pollable.wake_watchers();
 }
 
 void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
@@ -86,10 +96,21 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   stage_cqe(target, c, op_context, rx_buf, src);
 }
 
+// Adds a host CQ's event fd to the domain's epoll set of CQ notifications, or takes it out.
+void watch_cq(EfaCq* cq, bool on) {
+  const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+  if (fd < 0 || cq->dom->cq_epoll < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (epoll_ctl(cq->dom->cq_epoll, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev) < 0)
+    EFA_INFO(kCq, "epoll_ctl(%d): %d", on ? 1 : 0, errno);
+}
+
 // fi_cq_read* on an XPU CQ: device code owns its ring.
 bool refuse_host(EfaCq* cq) { return cq->is_xpu(); }
 
 ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
+  if (!cq) return -FI_EINVAL;
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf && count) return -FI_EINVAL;
   cq->dom->progress();
@@ -108,15 +129,16 @@ ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
 }
 
 ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
-  return cq_readfrom_impl(reinterpret_cast<EfaCq*>(f), buf, count, nullptr);
+  return cq_readfrom_impl(to_cq(f), buf, count, nullptr);
 }
 
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
-  return cq_readfrom_impl(reinterpret_cast<EfaCq*>(f), buf, count, src);
+  return cq_readfrom_impl(to_cq(f), buf, count, src);
 }
 
 ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq) return -FI_EINVAL;
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf || flags) return -FI_EINVAL;
   cq->dom->progress();
@@ -132,7 +154,8 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
 // spinning. timeout < 0 waits forever; on expiry -FI_EAGAIN, as libfabric's sread.
 ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void* cond,
                      int timeout) {
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq) return -FI_EINVAL;
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (cond) return -FI_EINVAL;  // FI_CQ_COND_NONE only
   if (!buf && count) return -FI_EINVAL;
@@ -158,7 +181,8 @@ ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeo
 }
 
 int cq_signal(fid_cq* f) {
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq) return -FI_EINVAL;
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   cq->signaled = true;
   cq->wake.wake();
@@ -175,15 +199,20 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
 }
 
 int cq_close(fid* f) {
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq) return -FI_EINVAL;
   int rc = cq->refs.try_close();
   if (rc) return rc;
+  // No set holds the CQ any more (each would have held a reference): leave their view.
+  if (cq->wait_set) core::wait_set_detach(cq->wait_set, &cq->pollable);
+  if (cq->registered) core::unregister_pollable(&cq->pollable);
   EfaDomain* dom = cq->dom;
   {
     std::lock_guard<std::mutex> g(dom->lock);
     for (auto it = dom->cqs.begin(); it != dom->cqs.end(); ++it) {
       if (*it == cq) {
         dom->cqs.erase(it);
+        watch_cq(cq, false);
         break;
       }
     }
@@ -202,7 +231,8 @@ int cq_close(fid* f) {
 }
 
 int cq_control(fid* f, int command, void* arg) {
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq) return -FI_EINVAL;
   switch (command) {
     case FI_GETWAIT:
       if (cq->wait_obj != FI_WAIT_FD) return -FI_ENODATA;
@@ -278,6 +308,32 @@ void EfaCq::stage(const Completion& c) {
     staged.push_back(c);
   }
   cv.notify_all();
+  pollable.wake_watchers();
+}
+
+fid* CqPollable::pollable_fid() { return &cq->cq.fid; }
+core::FidRefs& CqPollable::pollable_refs() { return cq->refs; }
+
+// The NIC writes CQEs without provider code running, so a set sleeps on the backend CQ's event
+// fd; has_event() keeps it armed.
+int CqPollable::pollable_fd() { return cq->bcq ? cq->bcq->event_fd() : -1; }
+
+bool CqPollable::has_event() {
+  const int fd = pollable_fd();
+  if (fd >= 0) {
+    // Acknowledge an earlier notification (a set's epoll is level-triggered) and re-arm before
+    // draining, so that a CQE written after the drain signals the fd.
+    pollfd p{fd, POLLIN, 0};
+    uint64_t v;
+    if (poll(&p, 1, 0) == 1 && read(fd, &v, sizeof(v)) < 0) {
+      EFA_INFO(kCq, "event fd read: %d", errno);
+    }
+    int rc = cq->bcq->arm();
+    if (rc) EFA_INFO(kCq, "arm: %d", rc);
+  }
+  cq->dom->progress();
+  std::lock_guard<std::mutex> g(cq->lock);
+  return !cq->staged.empty();
 }
 
 void cq_drain(EfaCq* cq) {
@@ -287,7 +343,8 @@ void cq_drain(EfaCq* cq) {
 
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) {
   if (!domain || !attr || !cq_p) return -FI_EINVAL;
-  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  EfaDomain* dom = to_domain(domain);
+  if (!dom) return -FI_EINVAL;
   if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
   // The fi_xpu(3) example sets xpu_ctx without FI_XPU; both forms make an XPU CQ.
   fid_xpu_ctx* xctx = attr->xpu_ctx;
@@ -296,14 +353,16 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   if (fmt == FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;
   if (!efa_comp_entry_size(fmt)) return -FI_EINVAL;
   fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
-  if (w != FI_WAIT_NONE && w != FI_WAIT_FD) return -FI_ENOSYS;
-  if (attr->wait_cond != FI_CQ_COND_NONE || attr->wait_set) return -FI_EINVAL;
+  if (w != FI_WAIT_NONE && w != FI_WAIT_FD && w != FI_WAIT_SET) return -FI_ENOSYS;
+  if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_EINVAL;
+  // fi_cq(3): wait_set names the set of an FI_WAIT_SET CQ and nothing otherwise.
+  if ((w == FI_WAIT_SET) != (attr->wait_set != nullptr)) return -FI_EINVAL;
+  if (attr->wait_set && !core::is_wait_set(&attr->wait_set->fid)) return -FI_EINVAL;
   EfaXpuCtx* x = nullptr;
   if (xctx) {
-    if (xctx->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
-    x = reinterpret_cast<EfaXpuCtx*>(xctx);
-    if (x->dom != dom) return -FI_EINVAL;
-    if (attr->wait_obj == FI_WAIT_FD) return -FI_EINVAL;
+    x = to_xpu_ctx(xctx);
+    if (!x || x->dom != dom) return -FI_EINVAL;
+    if (attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_SET) return -FI_EINVAL;
     w = FI_WAIT_NONE;
   }
   auto* cq = new (std::nothrow) EfaCq();
@@ -313,7 +372,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   cq->entry_size = efa_comp_entry_size(fmt);
   cq->wait_obj = w;
   cq->xctx = x;
-  int rc = cq_setup(cq, attr->size, w == FI_WAIT_FD);
+  int rc = cq_setup(cq, attr->size, w != FI_WAIT_NONE);
   if (rc) {
     delete cq;
     return rc;
@@ -340,8 +399,24 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   cq->cq.fid.ops = &g_cq_fi_ops;
   cq->cq.ops = &g_cq_ops;
   if (!x) {
+    cq->pollable.cq = cq;
+    rc = core::register_pollable(&cq->pollable);
+    cq->registered = rc == 0;
+    if (rc == 0 && w == FI_WAIT_SET) {
+      rc = core::wait_set_attach(attr->wait_set, &cq->pollable);
+      if (rc == 0) cq->wait_set = attr->wait_set;
+    }
+    if (rc) {
+      if (cq->registered) core::unregister_pollable(&cq->pollable);
+      dom->dev->destroy_cq(cq->bcq);
+      dom->refs.release();
+      cq->wake.close();
+      delete cq;
+      return rc;
+    }
     std::lock_guard<std::mutex> g(dom->lock);
     dom->cqs.push_back(cq);
+    watch_cq(cq, true);
   }
   *cq_p = &cq->cq;
   return 0;
@@ -363,6 +438,7 @@ int cq_create_internal(EfaDomain* dom, EfaCq** cq_p) {
   {
     std::lock_guard<std::mutex> g(dom->lock);
     dom->cqs.push_back(cq);
+    watch_cq(cq, true);
   }
   *cq_p = cq;
   return 0;
@@ -373,8 +449,8 @@ void cq_destroy_internal(EfaCq* cq) { cq_close(&cq->cq.fid); }
 namespace {
 
 int cq_export(fid_cq* f, uint64_t flags, fid_xpu_cq* out) {
-  if (!f || !out) return -FI_EINVAL;
-  auto* cq = reinterpret_cast<EfaCq*>(f);
+  EfaCq* cq = to_cq(f);
+  if (!cq || !out) return -FI_EINVAL;
   if (flags) return -FI_EBADFLAGS;
   if (!cq->is_xpu()) return -FI_EINVAL;
   EfaXpuCtx* x = cq->xctx;
@@ -397,6 +473,7 @@ int cq_export(fid_cq* f, uint64_t flags, fid_xpu_cq* out) {
     st->entry_size = static_cast<uint32_t>(cq->entry_size);
     st->fid.fid.fclass = FI_CLASS_CQ;
     st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+    // The handle carries the device address of the state as an integer (fi_xpu.h).
     st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(cq->state.dev);
     cq->xstate = st;
     cq->exported = true;

@@ -1,10 +1,12 @@
 // Domains: one device (shared with the other domains on it), its PD and address handles, the
-// host-side progress and the waits that sleep on the host CQs.
+// host-side progress, the waits that sleep on the host CQs, and the core's poll sets.
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "api/core/poll_set.h"
 #include "api/efa/casts.h"
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
@@ -24,13 +26,18 @@ int domain_close(fid* f) {
   release_device(dom->sdev);
   dom->fab->refs.release();
   fi_freeinfo(dom->info);
+  if (dom->cq_epoll >= 0) close(dom->cq_epoll);
   delete dom;
   if (g_cq_trace_on) cq_trace_flush();
   return 0;
 }
 
 int domain_no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
-int domain_no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int domain_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** ps) {
+  EfaDomain* dom = to_domain(d);
+  if (!dom) return -FI_EINVAL;
+  return core::poll_open(d, attr, ps, &dom->refs);
+}
 int domain_no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int domain_no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 int domain_no_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
@@ -44,7 +51,7 @@ fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, fi_no_bind, fi_no_contro
                           fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
 fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), av_open,         cq_open,
                               endpoint_open,         domain_no_sep,   cntr_open,
-                              domain_no_poll,        domain_no_stx,   domain_no_srx,
+                              domain_poll_open,      domain_no_stx,   domain_no_srx,
                               domain_no_atomic,      domain_no_coll,  endpoint2_open,
                               xpu_ctx_open};
 fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
@@ -82,8 +89,11 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   dom->mr_mode = info->domain_attr->mr_mode;
   dom->xpu = (info->caps & FI_XPU) != 0;
   if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();
-  rc = fab->refs.acquire();
+  dom->cq_epoll = epoll_create1(EPOLL_CLOEXEC);
+  rc = dom->cq_epoll < 0 ? -FI_ENOMEM : fab->refs.acquire();
   if (rc || !dom->info) {
+    if (rc == 0) fab->refs.release();
+    if (dom->cq_epoll >= 0) close(dom->cq_epoll);
     dom->dev->dealloc_pd(dom->pd);
     release_device(dom->sdev);
     fi_freeinfo(dom->info);
@@ -155,6 +165,21 @@ void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& re
     uint64_t v;
     ssize_t n = read(p.fd, &v, sizeof(v));
     (void)n;
+  }
+}
+
+void EfaDomain::rearm_cqs() {
+  std::lock_guard<std::mutex> g(lock);
+  for (EfaCq* cq : cqs) {
+    const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
+    if (fd < 0) continue;
+    pollfd p{fd, POLLIN, 0};
+    uint64_t v;
+    if (poll(&p, 1, 0) == 1) {
+      ssize_t n = read(fd, &v, sizeof(v));
+      (void)n;
+    }
+    cq->bcq->arm();
   }
 }
 

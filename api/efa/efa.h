@@ -17,7 +17,9 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/fi_xpu.h>
 
 #include <atomic>
@@ -34,6 +36,7 @@
 #include "api/backend/backend.h"
 #include "api/core/fid.h"
 #include "api/core/log.h"
+#include "api/core/pollable.h"
 #include "device/efa_completion.h"
 #include "xpufab/efa_xpu/handles.h"
 
@@ -127,6 +130,9 @@ struct EfaDomain {
   bool xpu = false;  // opened with FI_XPU
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
+  // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A
+  // counter in a wait set offers it, since its completions arrive through any of those CQs.
+  int cq_epoll = -1;
   std::mutex lock;
   std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
   std::vector<EfaCq*> cqs;    // host-polled CQs
@@ -134,6 +140,8 @@ struct EfaDomain {
 
   // Drives the device and drains every host-polled CQ into its staging list.
   void progress();
+  // Acknowledges and re-arms every host CQ's event fd, so that the next CQE signals cq_epoll.
+  void rearm_cqs();
   // Arms the host CQs, drives progress once and, unless `ready()` then holds, sleeps until a
   // host CQ of this domain gets a CQE, `extra_fd` becomes readable, or `ms` passes (at most
   // kWaitSliceMs). Callers re-check their condition afterwards.
@@ -153,6 +161,8 @@ struct EfaAv {
   fid_av av;
   EfaDomain* dom = nullptr;
   core::FidRefs refs;
+  uint64_t flags = 0;        // fi_av_attr flags (FI_EVENT)
+  fid_eq* eq = nullptr;      // bound with fi_av_bind; FI_EVENT inserts report here
   std::mutex lock;
   std::vector<EfaAvEntry> entries;
   // Returns a copy of a valid entry or false.
@@ -184,6 +194,23 @@ struct XpuMem {
   bool allocated = false;  // alloc()ed (free on release) vs imported (unimport on release)
 };
 
+// What poll sets and wait sets see of a host CQ (api/core/pollable.h).
+struct CqPollable : core::Pollable {
+  EfaCq* cq = nullptr;
+  fid* pollable_fid() override;
+  core::FidRefs& pollable_refs() override;
+  bool has_event() override;
+  int pollable_fd() override;
+};
+
+struct CntrPollable : core::Pollable {
+  EfaCntr* cntr = nullptr;
+  fid* pollable_fid() override;
+  core::FidRefs& pollable_refs() override;
+  bool has_event() override;
+  int pollable_fd() override;
+};
+
 struct EfaCq {
   fid_cq cq;
   EfaDomain* dom = nullptr;
@@ -204,6 +231,9 @@ struct EfaCq {
   std::deque<Completion> staged;
   std::atomic<bool> signaled{false};
   WakeFd wake;                    // fi_cq_signal wakes fi_cq_sread
+  CqPollable pollable;            // registered while a user host CQ is open
+  bool registered = false;
+  fid_wait* wait_set = nullptr;   // FI_WAIT_SET: the set it is attached to
   bool internal = false;          // private CQ of an EP without a user CQ
   uint32_t stale_cqes = 0;        // CQEs dropped for naming no outstanding request
 
@@ -221,6 +251,11 @@ struct EfaCntr {
   std::mutex lock;
   std::condition_variable cv;
   WakeFd wake;                    // add/set/inc wake fi_cntr_wait
+  CntrPollable pollable;          // registered while a host counter is open
+  bool registered = false;
+  fid_wait* wait_set = nullptr;   // FI_WAIT_SET: the set it is attached to
+  std::mutex poll_lock;           // seen_*: what the last true has_event() reported
+  uint64_t seen_value = 0, seen_err = 0;
   EfaXpuCtx* xctx = nullptr;
   bool exported = false;
   XpuMem val_mem, err_mem, state;  // XPU counter: device-written memory + exported struct
@@ -265,6 +300,7 @@ struct EfaEp {
   uint64_t tx_op_flags = 0, rx_op_flags = 0;
   bool enabled = false;
   EfaAv* av = nullptr;
+  fid_eq* eq = nullptr;     // bound with fi_ep_bind (asynchronous events)
   EfaCq* tx_cq = nullptr;   // user CQ or internal
   EfaCq* rx_cq = nullptr;
   bool tx_selective = false, rx_selective = false;
@@ -332,6 +368,12 @@ int fi_no_control(fid*, int, void*);
 int fi_no_ops_open(fid*, const char*, uint64_t, void**, void*);
 int fi_no_tostr(const fid*, char*, size_t);
 int fi_no_ops_set(fid*, const char*, uint64_t, void*, void*);
+
+// Op groups of endpoints without FI_TAGGED / FI_ATOMIC: the inline wrappers of
+// <rdma/fi_tagged.h> and <rdma/fi_atomic.h> call through the table unchecked, so every entry
+// exists and fails with -FI_ENOSYS.
+fi_ops_tagged* no_tagged_ops();
+fi_ops_atomic* no_atomic_ops();
 
 }  // namespace xpufab::efa
 

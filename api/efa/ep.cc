@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "api/core/eq.h"
+#include "api/core/no_ops.h"
+#include "api/efa/casts.h"
 #include "api/efa/efa.h"
 #include "device/efa_io_status.h"
 #include "device/efa_wr.h"
@@ -12,8 +15,6 @@
 namespace xpufab::efa {
 
 namespace {
-
-EfaEp* to_ep(fid_ep* e) { return reinterpret_cast<EfaEp*>(e); }
 
 constexpr uint64_t kCntrFlags = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
@@ -72,23 +73,36 @@ int bind_cntr(EfaEp* ep, EfaCntr* c, uint64_t flags) {
 }
 
 int ep_bind(fid* f, fid* bfid, uint64_t flags) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
-  if (!bfid) return -FI_EINVAL;
+  EfaEp* ep = to_ep(f);
+  if (!ep || !bfid) return -FI_EINVAL;
   if (ep->enabled) return -FI_EOPBADSTATE;
   switch (bfid->fclass) {
     case FI_CLASS_AV: {
-      auto* av = reinterpret_cast<EfaAv*>(bfid);
+      EfaAv* av = to_av(bfid);
       if (flags) return -FI_EBADFLAGS;
-      if (ep->av || av->dom != ep->dom) return -FI_EINVAL;
+      if (!av || ep->av || av->dom != ep->dom) return -FI_EINVAL;
       int rc = av->refs.acquire();
       if (rc) return rc;
       ep->av = av;
       return 0;
     }
-    case FI_CLASS_CQ:
-      return bind_cq(ep, reinterpret_cast<EfaCq*>(bfid), flags);
-    case FI_CLASS_CNTR:
-      return bind_cntr(ep, reinterpret_cast<EfaCntr*>(bfid), flags);
+    case FI_CLASS_CQ: {
+      EfaCq* cq = to_cq(bfid);
+      return cq ? bind_cq(ep, cq, flags) : -FI_EINVAL;
+    }
+    case FI_CLASS_CNTR: {
+      EfaCntr* c = to_cntr(bfid);
+      return c ? bind_cntr(ep, c, flags) : -FI_EINVAL;
+    }
+    case FI_CLASS_EQ: {
+      // One EQ per endpoint; libfabric ignores the flags of an EQ binding.
+      if (ep->eq) return -FI_EINVAL;
+      int rc = core::eq_bind_acquire(bfid);
+      if (rc) return rc;
+      // A core EQ's fid is the first member of its fid_eq (eq_bind_acquire checked it is one).
+      ep->eq = reinterpret_cast<fid_eq*>(bfid);
+      return 0;
+    }
     default:
       return -FI_EINVAL;
   }
@@ -209,7 +223,8 @@ int ep_enable(EfaEp* ep) {
 }
 
 int ep_control(fid* f, int command, void* arg) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
   switch (command) {
     case FI_ENABLE:
       return ep_enable(ep);
@@ -227,7 +242,8 @@ int ep_control(fid* f, int command, void* arg) {
 }
 
 int ep_close(fid* f) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
   EfaDomain* dom = ep->dom;
   if (ep->qp) {
     {
@@ -278,6 +294,7 @@ int ep_close(fid* f) {
                      ep->cntr_rwrite})
     if (c) c->refs.release();
   if (ep->av) ep->av->refs.release();
+  if (ep->eq) core::eq_bind_release(&ep->eq->fid);
   if (ep->xctx) ep->xctx->refs.release();
   fi_freeinfo(ep->info);
   dom->refs.release();
@@ -297,7 +314,8 @@ ssize_t ep_cancel(fid_t f, void* context) {
 }
 
 int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
   if (!optval || !optlen) return -FI_EINVAL;
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   size_t v;
@@ -320,7 +338,8 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
 }
 
 int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
   if (!optval) return -FI_EINVAL;
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   switch (optname) {
@@ -347,7 +366,8 @@ int ep_no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 int ep_no_rxctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 
 ssize_t ep_rx_size_left(fid_ep* e) {
-  auto* ep = to_ep(e);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;
   // A lower bound (fi_endpoint(3)): the ring counts descriptors, a receive takes up to max_rq_sge.
@@ -356,7 +376,8 @@ ssize_t ep_rx_size_left(fid_ep* e) {
 }
 
 ssize_t ep_tx_size_left(fid_ep* e) {
-  auto* ep = to_ep(e);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;
   return ep->sq.ring.num_entries - efa_dp_ring_inflight(&ep->sq.ring);
@@ -367,7 +388,8 @@ int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out);
 // ---- cm ---------------------------------------------------------------------------------------
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) {
-  auto* ep = reinterpret_cast<EfaEp*>(f);
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
   if (!addrlen) return -FI_EINVAL;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   EfaAddr a{};
@@ -557,70 +579,100 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
 }
 
 ssize_t m_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{buf, len};
-  return do_recv(to_ep(e), &v, &desc, 1, context, to_ep(e)->rx_op_flags);
+  return do_recv(ep, &v, &desc, 1, context, ep->rx_op_flags);
 }
 ssize_t m_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t, void* context) {
-  return do_recv(to_ep(e), iov, desc, count, context, to_ep(e)->rx_op_flags);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
+  return do_recv(ep, iov, desc, count, context, ep->rx_op_flags);
 }
 ssize_t m_recvmsg(fid_ep* e, const fi_msg* msg, uint64_t flags) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!msg) return -FI_EINVAL;
-  return do_recv(to_ep(e), msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+  return do_recv(ep, msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
 }
 ssize_t m_send(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_send(to_ep(e), &v, &desc, 1, dest, context, 0, to_ep(e)->tx_op_flags);
+  return do_send(ep, &v, &desc, 1, dest, context, 0, ep->tx_op_flags);
 }
 ssize_t m_sendv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                 void* context) {
-  return do_send(to_ep(e), iov, desc, count, dest, context, 0, to_ep(e)->tx_op_flags);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
+  return do_send(ep, iov, desc, count, dest, context, 0, ep->tx_op_flags);
 }
 ssize_t m_sendmsg(fid_ep* e, const fi_msg* msg, uint64_t flags) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!msg) return -FI_EINVAL;
-  return do_send(to_ep(e), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context,
+  return do_send(ep, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context,
                  msg->data, flags);
 }
 ssize_t m_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_send(to_ep(e), &v, nullptr, 1, dest, nullptr, 0, FI_INJECT);
+  return do_send(ep, &v, nullptr, 1, dest, nullptr, 0, FI_INJECT);
 }
 ssize_t m_senddata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data,
                    fi_addr_t dest, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_send(to_ep(e), &v, &desc, 1, dest, context, data,
-                 to_ep(e)->tx_op_flags | FI_REMOTE_CQ_DATA);
+  return do_send(ep, &v, &desc, 1, dest, context, data,
+                 ep->tx_op_flags | FI_REMOTE_CQ_DATA);
 }
 ssize_t m_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_send(to_ep(e), &v, nullptr, 1, dest, nullptr, data, FI_INJECT | FI_REMOTE_CQ_DATA);
+  return do_send(ep, &v, nullptr, 1, dest, nullptr, data, FI_INJECT | FI_REMOTE_CQ_DATA);
 }
 
 ssize_t r_read(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr,
                uint64_t key, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{buf, len};
-  return do_rma(to_ep(e), false, &v, &desc, 1, src, addr, key, context, 0, to_ep(e)->tx_op_flags);
+  return do_rma(ep, false, &v, &desc, 1, src, addr, key, context, 0, ep->tx_op_flags);
 }
 ssize_t r_readv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
                 uint64_t addr, uint64_t key, void* context) {
-  return do_rma(to_ep(e), false, iov, desc, count, src, addr, key, context, 0, to_ep(e)->tx_op_flags);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
+  return do_rma(ep, false, iov, desc, count, src, addr, key, context, 0, ep->tx_op_flags);
 }
 ssize_t r_readmsg(fid_ep* e, const fi_msg_rma* msg, uint64_t flags) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!msg || !msg->rma_iov || msg->rma_iov_count != 1) return -FI_EINVAL;
-  return do_rma(to_ep(e), false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
+  return do_rma(ep, false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
                 msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, msg->data, flags);
 }
 ssize_t r_write(fid_ep* e, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
                 uint64_t key, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(to_ep(e), true, &v, &desc, 1, dest, addr, key, context, 0, to_ep(e)->tx_op_flags);
+  return do_rma(ep, true, &v, &desc, 1, dest, addr, key, context, 0, ep->tx_op_flags);
 }
 ssize_t r_writev(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                  uint64_t addr, uint64_t key, void* context) {
-  return do_rma(to_ep(e), true, iov, desc, count, dest, addr, key, context, 0, to_ep(e)->tx_op_flags);
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
+  return do_rma(ep, true, iov, desc, count, dest, addr, key, context, 0, ep->tx_op_flags);
 }
 ssize_t r_writemsg(fid_ep* e, const fi_msg_rma* msg, uint64_t flags) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   if (!msg || !msg->rma_iov || msg->rma_iov_count != 1) return -FI_EINVAL;
-  return do_rma(to_ep(e), true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
+  return do_rma(ep, true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
                 msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, msg->data, flags);
 }
 ssize_t r_inject(fid_ep*, const void*, size_t, fi_addr_t, uint64_t, uint64_t) {
@@ -628,9 +680,11 @@ ssize_t r_inject(fid_ep*, const void*, size_t, fi_addr_t, uint64_t, uint64_t) {
 }
 ssize_t r_writedata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data,
                     fi_addr_t dest, uint64_t addr, uint64_t key, void* context) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(to_ep(e), true, &v, &desc, 1, dest, addr, key, context, data,
-                to_ep(e)->tx_op_flags | FI_REMOTE_CQ_DATA);
+  return do_rma(ep, true, &v, &desc, 1, dest, addr, key, context, data,
+                ep->tx_op_flags | FI_REMOTE_CQ_DATA);
 }
 ssize_t r_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t) {
   return -FI_ENOSYS;
@@ -651,7 +705,8 @@ fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), r_read,  r_readv,     r_readmsg,    
 int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t flags, void* context) {
   if (!domain || !info || !ep_p) return -FI_EINVAL;
   if (flags & ~FI_XPU) return -FI_EBADFLAGS;
-  auto* dom = reinterpret_cast<EfaDomain*>(domain);
+  EfaDomain* dom = to_domain(domain);
+  if (!dom) return -FI_EINVAL;
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
     return -FI_EINVAL;
   fid_xpu_ctx* xc = info->ep_attr ? info->ep_attr->xpu_ctx : nullptr;
@@ -659,9 +714,8 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   if (xpu != (xc != nullptr)) return -FI_EINVAL;  // FI_XPU needs xpu_ctx, and only it allows one
   EfaXpuCtx* x = nullptr;
   if (xc) {
-    if (xc->fid.fclass != FI_CLASS_XPU_CTX) return -FI_EINVAL;
-    x = reinterpret_cast<EfaXpuCtx*>(xc);
-    if (x->dom != dom) return -FI_EINVAL;
+    x = to_xpu_ctx(xc);
+    if (!x || x->dom != dom) return -FI_EINVAL;
   }
   auto* ep = new (std::nothrow) EfaEp();
   if (!ep) return -FI_ENOMEM;
@@ -704,9 +758,11 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   ep->ep.cm = &g_cm_ops;
   ep->ep.msg = &g_msg_ops;
   ep->ep.rma = &g_rma_ops;
-  ep->ep.tagged = nullptr;
-  ep->ep.atomic = nullptr;
-  ep->ep.collective = nullptr;
+  // efa-direct has no tagged messages, atomics or collectives; the wrappers of their headers
+  // call through these tables, which refuse every operation.
+  ep->ep.tagged = no_tagged_ops();
+  ep->ep.atomic = no_atomic_ops();
+  ep->ep.collective = core::no_collective_ops();
   *ep_p = &ep->ep;
   return 0;
 }
@@ -714,8 +770,9 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
 // ---- export -----------------------------------------------------------------------------------
 
 int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out) {
-  if (!e || !out) return -FI_EINVAL;
-  return xpu_ep_export(to_ep(e), flags, out);  // api/efa/xpu.cc
+  EfaEp* ep = to_ep(e);
+  if (!ep || !out) return -FI_EINVAL;
+  return xpu_ep_export(ep, flags, out);
 }
 
 }  // namespace

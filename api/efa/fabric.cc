@@ -1,10 +1,14 @@
-// The fabric "efa-direct": opens domains and implements fi_trywait over the host CQs.
+// The fabric "efa-direct": opens domains, the core's EQs and wait sets, and implements
+// fi_trywait over the host CQs (the core answers for its own EQs and wait sets).
 #include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "api/core/eq.h"
+#include "api/core/trywait.h"
+#include "api/core/wait_set.h"
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
 
@@ -22,13 +26,26 @@ int fabric_close(fid* f) {
 }
 
 int fabric_no_pep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
-int fabric_no_eq(fid_fabric*, fi_eq_attr*, fid_eq**, void*) { return -FI_ENOSYS; }
-int fabric_no_wait(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
+int fabric_eq_open(fid_fabric* f, fi_eq_attr* attr, fid_eq** eq, void* context) {
+  EfaFabric* fab = to_fabric(f);
+  if (!fab) return -FI_EINVAL;
+  return core::eq_open(f, attr, eq, context, &fab->refs);
+}
+int fabric_wait_open(fid_fabric* f, fi_wait_attr* attr, fid_wait** ws) {
+  EfaFabric* fab = to_fabric(f);
+  if (!fab) return -FI_EINVAL;
+  return core::wait_open(f, attr, ws, &fab->refs);
+}
 // fi_trywait(3): arms each CQ's event fd (FI_GETWAIT) and returns 0 when blocking on it is
 // safe, -FI_EAGAIN when completions are already there to read.
 int fabric_trywait(fid_fabric*, fid** fids, int count) {
   if (!fids || count <= 0) return -FI_EINVAL;
   for (int i = 0; i < count; ++i) {
+    int core_rc;
+    if (core::trywait_core_fid(fids[i], &core_rc)) {
+      if (core_rc) return core_rc;
+      continue;
+    }
     EfaCq* cq = to_cq(fids[i]);
     if (!cq) return -FI_EINVAL;
     if (cq->is_xpu() || cq->wait_obj != FI_WAIT_FD) return -FI_EINVAL;
@@ -56,8 +73,8 @@ int fabric_domain2(fid_fabric* f, fi_info* info, fid_domain** d, uint64_t flags,
 
 fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, fi_no_bind, fi_no_control,
                           fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
-fi_ops_fabric g_fabric_ops = {sizeof(fi_ops_fabric), domain_open, fabric_no_pep, fabric_no_eq,
-                              fabric_no_wait, fabric_trywait, fabric_domain2};
+fi_ops_fabric g_fabric_ops = {sizeof(fi_ops_fabric), domain_open, fabric_no_pep, fabric_eq_open,
+                              fabric_wait_open, fabric_trywait, fabric_domain2};
 
 }  // namespace
 
