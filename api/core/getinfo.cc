@@ -108,7 +108,8 @@ int validate_hints(const fi_info* h) {
         progress_level(raw(d->data_progress)) < 0 || rm_level(raw(d->resource_mgmt)) < 0 ||
         raw(d->av_type) < FI_AV_UNSPEC || raw(d->av_type) > FI_AV_TABLE)
       return -FI_EINVAL;
-    if (d->mr_mode < 0) return -FI_EINVAL;
+    // mr_mode is a bit mask: ~3 ("every mode but BASIC and SCALABLE", what
+    // fi_info asks for) is negative and valid.
     if (d->auth_key_size && !d->auth_key) return -FI_EINVAL;
   }
   return 0;
