@@ -13,12 +13,12 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 args=(-p efa -e rdm -I 20 -S 64 -c)
 
-timeout 30 fi_pingpong "${args[@]}" -B "$port" >"$work/server.out" 2>&1 &
+debian_tool timeout 30 fi_pingpong "${args[@]}" -B "$port" >"$work/server.out" 2>&1 &
 server=$!
 # The client retries until the server listens.
 client_rc=1
 for _ in $(seq 50); do
-  if timeout 30 fi_pingpong "${args[@]}" -P "$port" 127.0.0.1 >"$work/client.out" 2>&1; then
+  if debian_tool timeout 30 fi_pingpong "${args[@]}" -P "$port" 127.0.0.1 >"$work/client.out" 2>&1; then
     client_rc=0; break
   fi
   grep -q 'Connection refused' "$work/client.out" || break
