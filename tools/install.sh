@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Lays out an xpufab installation:
-#   PREFIX/include/rdma/*.h  PREFIX/lib/libxpufab.so  PREFIX/lib/pkgconfig/xpufab.pc
+#   PREFIX/include/rdma/*.h  PREFIX/lib/pkgconfig/xpufab.pc
+#   PREFIX/lib/libfabric.so.1: the library, optimized (//tools:install builds it with -c opt),
+#     a drop-in for libfabric.so.1 (LD_LIBRARY_PATH=PREFIX/lib runs libfabric programs on it);
+#     PREFIX/lib/libxpufab.so links to it, and -lxpufab records libfabric.so.1 as needed
+#   PREFIX/lib/.debug/libfabric.so.1.debug: its debug info, found by gdb through the debug link
 #   PREFIX/include/xpufab/efa_xpu/*.h: the efa device calls rdma/fi_xpu_device_efa.h
 #     includes as <xpufab/efa_xpu/...> (their presence turns them on in rdma/fi_xpu_device.h)
 #   PREFIX/include/xpufab/{device,device/runtime}/*.h: the data path they build on, included
@@ -51,7 +55,20 @@ for h in check.h cntr.h cq.h efa_xpu.h handles.h post.h; do
   [ -e "device/efa_xpu/$h" ] || { echo "install: device/efa_xpu/$h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "device/efa_xpu/$h" "$prefix/include/xpufab/efa_xpu/$h"
 done
-install -m 0755 "$lib" "$prefix/lib/libxpufab.so"
+soname=libfabric.so.1
+rm -f "$prefix/lib/libxpufab.so" "$prefix/lib/$soname"
+if command -v objcopy >/dev/null && readelf -S "$lib" | grep -q '\.debug_info'; then
+  # The debug info goes beside the library, where gdb looks for a debug link's target.
+  mkdir -p "$prefix/lib/.debug"
+  objcopy --only-keep-debug "$lib" "$prefix/lib/.debug/$soname.debug"
+  chmod 0644 "$prefix/lib/.debug/$soname.debug"
+  objcopy --strip-debug --add-gnu-debuglink="$prefix/lib/.debug/$soname.debug" \
+    "$lib" "$prefix/lib/$soname"
+  chmod 0755 "$prefix/lib/$soname"
+else
+  install -m 0755 "$lib" "$prefix/lib/$soname"
+fi
+ln -s "$soname" "$prefix/lib/libxpufab.so"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc_in" \
   > "$prefix/lib/pkgconfig/xpufab.pc"
 chmod 0644 "$prefix/lib/pkgconfig/xpufab.pc"

@@ -7,9 +7,25 @@ prefix="${TEST_TMPDIR:-$(mktemp -d)}/prefix"
 tools/install.sh "$prefix"
 
 for f in include/rdma/fabric.h include/rdma/fi_errno.h include/rdma/fi_xpu.h \
-         lib/libxpufab.so lib/pkgconfig/xpufab.pc; do
+         lib/libfabric.so.1 lib/libxpufab.so lib/pkgconfig/xpufab.pc; do
   [ -f "$prefix/$f" ] || { echo "missing $prefix/$f"; exit 1; }
 done
+[ "$(readlink "$prefix/lib/libxpufab.so")" = libfabric.so.1 ] ||
+  { echo "lib/libxpufab.so is not a link to libfabric.so.1"; exit 1; }
+
+# The installed library is an optimized build whatever -c the tests run with;
+# its debug info sits apart, behind a debug link, and records how each unit was
+# compiled.
+debug="$prefix/lib/.debug/libfabric.so.1.debug"
+[ -f "$debug" ] || { echo "missing $debug"; exit 1; }
+readelf -S "$prefix/lib/libfabric.so.1" | grep -q '\.debug_info' &&
+  { echo "lib/libfabric.so.1 still carries its debug info"; exit 1; }
+readelf --string-dump=.gnu_debuglink "$prefix/lib/libfabric.so.1" | grep -qF libfabric.so.1.debug ||
+  { echo "lib/libfabric.so.1 has no debug link"; exit 1; }
+producers=$(readelf --debug-dump=info "$debug" 2>/dev/null | grep 'DW_AT_producer' | grep -F ' -g ' || true)
+[ -n "$producers" ] || { echo "no compilation units in $debug"; exit 1; }
+unoptimized=$(grep -vE -- ' -O[123s]( |$)' <<<"$producers" | grep -F -e '/api/' -e '/emu/' -e '/device/' || true)
+[ -z "$unoptimized" ] || { echo "units built without optimization:"; echo "$unoptimized" | head -3; exit 1; }
 
 # Public headers name no repository path; the device calls come from the prefixed layout.
 if grep -rnE '#[[:space:]]*include[[:space:]]*[<"](api|device|testing)/' "$prefix/include/rdma"; then
@@ -25,14 +41,14 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 extra=$(nm -D --defined-only "$prefix/lib/libxpufab.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
         grep -v -e '^fi_' -e '^xpu_host_' || true)
 [ -z "$extra" ] || { echo "unexpected exports:"; echo "$extra"; exit 1; }
-nm -D --defined-only "$prefix/lib/libxpufab.so" | grep -q ' T fi_getinfo' ||
+nm -D --defined-only "$prefix/lib/libxpufab.so" | grep -q ' T fi_getinfo@@FABRIC_1.10' ||
   { echo "fi_getinfo not exported"; exit 1; }
 
 work="${TEST_TMPDIR:-$(mktemp -d)}/app"
 mkdir -p "$work"
 # A sanitizer build of the library needs its runtime loaded first.
 san=()
-dyn=$(readelf -d "$prefix/lib/libxpufab.so")
+dyn=$(readelf -d "$prefix/lib/libfabric.so.1")
 if grep -q 'libasan' <<<"$dyn"; then
   san=(-fsanitize=address,undefined)
 elif grep -q 'libtsan' <<<"$dyn"; then

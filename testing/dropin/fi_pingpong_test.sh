@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Debian's unmodified fi_pingpong, server and client in two processes on this
+# host, over xpufab's efa provider on the emulated EFA (RDM endpoints, message
+# transfers with data checks).  Every process runs under a timeout, so a
+# stalled exchange fails the test instead of hanging it.
+source testing/dropin/install_prefix.sh
+
+fail() { echo "fi_pingpong_test: $*"; exit 1; }
+
+# The control connection's port: one the kernel just handed out, so parallel
+# tests do not collide.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+args=(-p efa -e rdm -I 20 -S 64 -c)
+
+debian_tool timeout 30 fi_pingpong "${args[@]}" -B "$port" >"$work/server.out" 2>&1 &
+server=$!
+# The client retries until the server listens.
+client_rc=1
+for _ in $(seq 50); do
+  if debian_tool timeout 30 fi_pingpong "${args[@]}" -P "$port" 127.0.0.1 >"$work/client.out" 2>&1; then
+    client_rc=0; break
+  fi
+  grep -q 'Connection refused' "$work/client.out" || break
+  sleep 0.1
+done
+server_rc=0
+wait "$server" || server_rc=$?
+
+echo "== server (rc $server_rc)"; cat "$work/server.out"
+echo "== client (rc $client_rc)"; cat "$work/client.out"
+[ "$server_rc" -eq 0 ] || fail "server failed"
+[ "$client_rc" -eq 0 ] || fail "client failed"
+# The result row: size, iterations, then the totals ("64   20   ...").
+for side in server client; do
+  grep -qE '^64 +20 +' "$work/$side.out" || fail "no result row from the $side"
+done
+echo "fi_pingpong_test: OK"
