@@ -150,7 +150,7 @@ int cmd_destroy_cq(State& s, Ctx* ctx, Cmd& c) {
   ib_uverbs_destroy_cq req;
   std::memcpy(&req, c.core, sizeof(req));
   auto it = ctx->cqs.find(req.cq_handle);
-  if (it == ctx->cqs.end()) return -EINVAL;
+  if (it == ctx->cqs.end()) return missing_handle_errno(*ctx, req.cq_handle);
   if (it->second->users > 0) return -EBUSY;
   ib_uverbs_destroy_cq_resp r{it->second->comp_reported, 0};
   rc = respond(c, &r, sizeof(r), nullptr, 0);
