@@ -136,7 +136,7 @@ TEST_F(RawAbi, UnknownAndMalformedCommands) {
   // Handles that do not exist.
   ib_uverbs_dealloc_pd dpd{};
   dpd.pd_handle = 12345;
-  EXPECT_EQ(cmd(IB_USER_VERBS_CMD_DEALLOC_PD, &dpd, sizeof(dpd), 0), EINVAL);
+  EXPECT_EQ(cmd(IB_USER_VERBS_CMD_DEALLOC_PD, &dpd, sizeof(dpd), 0), ENOENT);  // as the kernel
   // An extended command the device does not offer.
   uint8_t ex[24] = {0};
   ib_uverbs_cmd_hdr eh{IB_USER_VERBS_CMD_FLAG_EXTENDED | 5, 0, 0};
