@@ -142,6 +142,41 @@ TEST_F(Device, AddressHandles) {
   EXPECT_EQ(errno, EINVAL);
 }
 
+TEST_F(Device, CompletionQueueChecks) {
+  const int max_cqe = [this] {
+    ibv_device_attr a{};
+    return ibv_query_device(ctx_, &a) == 0 ? a.max_cqe : 0;
+  }();
+  ASSERT_GT(max_cqe, 0);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx_, max_cqe + 1, nullptr, nullptr, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx_, 16, nullptr, nullptr, 1), nullptr);  // one completion vector
+  EXPECT_EQ(errno, EINVAL);
+  // A completion channel that is not one: a closed fd, then an open file of another kind.
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  const int real_fd = ch->fd;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ch->fd = fds[0];
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx_, 16, nullptr, ch, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  close(fds[0]);
+  close(fds[1]);
+  ch->fd = fds[0];
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx_, 16, nullptr, ch, 0), nullptr);
+  EXPECT_EQ(errno, EBADF);
+  ch->fd = real_fd;
+  ibv_cq* cq = ibv_create_cq(ctx_, 16, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 // Destroy commands through the raw ABI: a handle that names nothing is ENOENT, one that names
 // an object of another type EINVAL (uverbs handles share one table per context).
 TEST(RawAbi, DestroyWithAWrongHandle) {
