@@ -3,8 +3,12 @@
 # any two such paths.
 set -euo pipefail
 RDMA_CORE_SHIM=$(readlink -f "$1")
-tmp=${TEST_TMPDIR:-$(mktemp -d)}
-mkdir -p "$tmp"
+if [ -n "${TEST_TMPDIR:-}" ]; then
+  tmp=$TEST_TMPDIR
+else
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+fi
 rm -rf "$tmp/sysfs"
 "$2" "$tmp/sysfs"
 mkdir -p "$tmp/shm"
