@@ -169,8 +169,8 @@ TEST_F(RawAbi, BadCreateCqAndMmapRequests) {
   drv.comp_mask = 1;
   EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EINVAL);
   drv.comp_mask = 0;
-  core.comp_channel = 999;  // not a channel
-  EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EINVAL);
+  core.comp_channel = 999;  // not an open fd: the kernel's fd lookup gives EBADF
+  EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EBADF);
   core.comp_channel = -1;
   ASSERT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), 0);
   efa_ibv_create_cq_resp cr;
