@@ -20,9 +20,10 @@ constexpr uint32_t kBaseCaps = kCapCqWithSgid | kCapCqNotifications | kCapCqWith
 constexpr uint32_t kGiB = 1u << 30;
 
 // Queue limits are the ones EFA devices commonly report; MTU 8928 is the SRD payload size.
-// kMinSqWr: no public source states the minimum SQ depth a real EFA reports (the EFA driver
-// passes the device's min_sq_depth through unchanged; rdma-core, libfabric and their issues
-// give no value). It follows from libefa's sizing rule instead (reference/efa-queues.md 2.3):
+// kMinSqWr: no public source states the minimum SQ depth a real EFA reports. The device gives
+// it in its queue attributes ("minimum number of WQEs per SQ", min_sq_depth of the admin
+// queue's feature descriptor) and the EFA driver passes it to libefa unchanged; the kernel,
+// rdma-core, libfabric and their issue trackers carry no value. It follows from libefa's sizing rule instead (reference/efa-queues.md 2.3):
 // with a non-zero minimum, the doorbell batch is capped at `depth - 1` because the device
 // cannot take a doorbell for the whole SQ, so a device that reported 1 would give a 1-entry SQ
 // a batch of 0 and a library that never rings. 2 is the smallest depth that rule can serve.
