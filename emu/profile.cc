@@ -23,10 +23,11 @@ constexpr uint32_t kGiB = 1u << 30;
 // kMinSqWr: no public source states the minimum SQ depth a real EFA reports. The device gives
 // it in its queue attributes ("minimum number of WQEs per SQ", min_sq_depth of the admin
 // queue's feature descriptor) and the EFA driver passes it to libefa unchanged; the kernel,
-// rdma-core, libfabric and their issue trackers carry no value. It follows from libefa's sizing rule instead (reference/efa-queues.md 2.3):
-// with a non-zero minimum, the doorbell batch is capped at `depth - 1` because the device
-// cannot take a doorbell for the whole SQ, so a device that reported 1 would give a 1-entry SQ
-// a batch of 0 and a library that never rings. 2 is the smallest depth that rule can serve.
+// rdma-core, libfabric and their issue trackers carry no value. The value follows from
+// libefa's sizing rule instead (reference/efa-queues.md 2.3): with a non-zero minimum, the
+// doorbell batch is capped at `depth - 1` because the device cannot take a doorbell for the
+// whole SQ, so a device reporting 1 gives a 1-entry SQ a batch of 0, and libefa's
+// wr_complete then copies past the ring. 2 is the smallest depth that rule can serve.
 constexpr uint32_t kMinSqWr = 2;
 const Profile kProfiles[] = {
     {"gen1", "SEND/RECV only (first generation)", 0xefa0, kBaseCaps, 32, 0, 4096, 32768, 2, 2,
