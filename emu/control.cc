@@ -222,8 +222,11 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
   qp->sq_entries = round_pow2(std::max(a.max_send_wr, profile_->min_sq_wr));
   qp->sq_log2 = log2_of(qp->sq_entries);
   uint32_t batch = profile_->max_tx_batch ? (profile_->max_tx_batch * 64) / qp->wqe_size : 65535;
-  if (profile_->min_sq_wr != 0) batch = std::min(batch, std::max(qp->sq_entries - 1, 1u));
-  qp->max_batch = std::max(batch, 1u);
+  // As libefa sizes it: with a minimum depth, one doorbell never covers the whole SQ. A profile
+  // with min_sq_wr 1 would give a 1-entry SQ a batch of 0 here exactly as it does in libefa
+  // (which then overruns its ring), so no profile reports one (emu/profile.cc).
+  if (profile_->min_sq_wr != 0) batch = std::min(batch, qp->sq_entries - 1);
+  qp->max_batch = batch;
   qp->max_recv_sge = a.max_recv_sge;
   qp->rq_entries = round_pow2(std::max(a.max_recv_sge * std::max(a.max_recv_wr, 1u), 1u));
   qp->sq_buf = alloc_queue(size_t{qp->sq_entries} * qp->wqe_size);

@@ -20,19 +20,28 @@ constexpr uint32_t kBaseCaps = kCapCqWithSgid | kCapCqNotifications | kCapCqWith
 constexpr uint32_t kGiB = 1u << 30;
 
 // Queue limits are the ones EFA devices commonly report; MTU 8928 is the SRD payload size.
+// kMinSqWr: no public source states the minimum SQ depth a real EFA reports. The device gives
+// it in its queue attributes ("minimum number of WQEs per SQ", min_sq_depth of the admin
+// queue's feature descriptor) and the EFA driver passes it to libefa unchanged; the kernel,
+// rdma-core, libfabric and their issue trackers carry no value. The value follows from
+// libefa's sizing rule instead (reference/efa-queues.md 2.3): with a non-zero minimum, the
+// doorbell batch is capped at `depth - 1` because the device cannot take a doorbell for the
+// whole SQ, so a device reporting 1 gives a 1-entry SQ a batch of 0, and libefa's
+// wr_complete then copies past the ring. 2 is the smallest depth that rule can serve.
+constexpr uint32_t kMinSqWr = 2;
 const Profile kProfiles[] = {
     {"gen1", "SEND/RECV only (first generation)", 0xefa0, kBaseCaps, 32, 0, 4096, 32768, 2, 2,
-     kGiB, 8928, 16, 1},
+     kGiB, 8928, 16, kMinSqWr},
     {"gen2", "+ RDMA read, RNR retry", 0xefa1, kBaseCaps | kCapRdmaRead | kCapRnrRetry, 32, 0, 4096,
-     32768, 2, 2, kGiB, 8928, 16, 1},
+     32768, 2, 2, kGiB, 8928, 16, kMinSqWr},
     {"gen3", "+ RDMA write, write with immediate, unsolicited write recv", 0xefa2,
      kBaseCaps | kCapRdmaRead | kCapRnrRetry | kCapRdmaWrite | kCapUnsolicitedWriteRecv |
          kCapDataPolling128,
-     32, 0, 4096, 32768, 2, 2, kGiB, 8928, 16, 1},
+     32, 0, 4096, 32768, 2, 2, kGiB, 8928, 16, kMinSqWr},
     {"gen4", "+ 128-byte WQE with inline RDMA write (newest)", 0xefa3,
      kBaseCaps | kCapRdmaRead | kCapRnrRetry | kCapRdmaWrite | kCapUnsolicitedWriteRecv |
          kCapDataPolling128 | kCapInlineWrite,
-     32, 80, 4096, 32768, 2, 2, kGiB, 8928, 16, 1},
+     32, 80, 4096, 32768, 2, 2, kGiB, 8928, 16, kMinSqWr},
 };
 
 // Names as bring-up prints them (tools/bringup/profile_match.h), one per backend::DeviceCap bit.

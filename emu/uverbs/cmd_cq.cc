@@ -38,7 +38,9 @@ int create_cq_common(State& s, Ctx* ctx, Cmd& c, const CqReq& req, size_t core_r
   if (ucmd.cq_entry_size != 16 && ucmd.cq_entry_size != 32) return -EINVAL;
   if (with_sgid && ucmd.cq_entry_size != 32) return -EINVAL;
   if (req.cqe == 0 || req.cqe > s.attr.max_cq_depth) return -EINVAL;
-  if (req.comp_channel >= 0 && s.channels.count(req.comp_channel) == 0) return -EINVAL;
+  // The kernel looks the channel up by fd: no open file is EBADF, another kind of file EINVAL.
+  if (req.comp_channel >= 0 && s.channels.count(req.comp_channel) == 0)
+    return fcntl(req.comp_channel, F_GETFD) < 0 ? -EBADF : -EINVAL;
   backend::CqInitAttr a;
   a.entries = req.cqe;
   a.with_sgid = with_sgid;
@@ -150,7 +152,7 @@ int cmd_destroy_cq(State& s, Ctx* ctx, Cmd& c) {
   ib_uverbs_destroy_cq req;
   std::memcpy(&req, c.core, sizeof(req));
   auto it = ctx->cqs.find(req.cq_handle);
-  if (it == ctx->cqs.end()) return -EINVAL;
+  if (it == ctx->cqs.end()) return missing_handle_errno(*ctx, req.cq_handle);
   if (it->second->users > 0) return -EBUSY;
   ib_uverbs_destroy_cq_resp r{it->second->comp_reported, 0};
   rc = respond(c, &r, sizeof(r), nullptr, 0);

@@ -50,6 +50,12 @@ bool all_zero(const uint8_t* p, size_t n) {
   return true;
 }
 
+int missing_handle_errno(const Ctx& ctx, uint32_t handle) {
+  bool other = ctx.pds.count(handle) || ctx.mrs.count(handle) || ctx.ahs.count(handle) ||
+               ctx.cqs.count(handle) || ctx.qps.count(handle);
+  return other ? -EINVAL : -ENOENT;
+}
+
 uint64_t add_key(Ctx* ctx, uint8_t* addr, size_t len) {
   uint64_t key = ctx->next_key * kPage;
   ctx->next_key += (len + kPage - 1) / kPage;

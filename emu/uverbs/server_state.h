@@ -121,6 +121,10 @@ bool copy_in(void* dst, uint64_t src, size_t n);
 bool copy_out(uint64_t dst, const void* src, size_t n);
 bool all_zero(const uint8_t* p, size_t n);
 
+// The errno the kernel gives a destroy command whose handle names no object of its type:
+// EINVAL when it names an object of another type, ENOENT when it names none.
+int missing_handle_errno(const Ctx& ctx, uint32_t handle);
+
 // mmap keys of a context, in pages, and the ranges this library allocated itself.
 uint64_t add_key(Ctx* ctx, uint8_t* addr, size_t len);
 void free_owned(uint8_t* p, size_t len);

@@ -136,7 +136,7 @@ TEST_F(RawAbi, UnknownAndMalformedCommands) {
   // Handles that do not exist.
   ib_uverbs_dealloc_pd dpd{};
   dpd.pd_handle = 12345;
-  EXPECT_EQ(cmd(IB_USER_VERBS_CMD_DEALLOC_PD, &dpd, sizeof(dpd), 0), EINVAL);
+  EXPECT_EQ(cmd(IB_USER_VERBS_CMD_DEALLOC_PD, &dpd, sizeof(dpd), 0), ENOENT);  // as the kernel
   // An extended command the device does not offer.
   uint8_t ex[24] = {0};
   ib_uverbs_cmd_hdr eh{IB_USER_VERBS_CMD_FLAG_EXTENDED | 5, 0, 0};
@@ -169,8 +169,8 @@ TEST_F(RawAbi, BadCreateCqAndMmapRequests) {
   drv.comp_mask = 1;
   EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EINVAL);
   drv.comp_mask = 0;
-  core.comp_channel = 999;  // not a channel
-  EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EINVAL);
+  core.comp_channel = 999;  // not an open fd: the kernel's fd lookup gives EBADF
+  EXPECT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), EBADF);
   core.comp_channel = -1;
   ASSERT_EQ(cmd2(IB_USER_VERBS_CMD_CREATE_CQ, core, drv, 48), 0);
   efa_ibv_create_cq_resp cr;
