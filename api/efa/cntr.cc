@@ -188,7 +188,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
   if (!dom) return -FI_EINVAL;
   if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
   if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
-  fid_xpu_ctx* xctx = attr->xpu_ctx;
+  fid_xpu_ctx* xctx = attr_xpu_ctx(dom, attr);
   if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
   fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
   if (w != FI_WAIT_NONE && w != FI_WAIT_FD && w != FI_WAIT_SET) return -FI_ENOSYS;

@@ -347,7 +347,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   if (!dom) return -FI_EINVAL;
   if (attr->flags & ~FI_XPU) return -FI_EBADFLAGS;
   // The fi_xpu(3) example sets xpu_ctx without FI_XPU; both forms make an XPU CQ.
-  fid_xpu_ctx* xctx = attr->xpu_ctx;
+  fid_xpu_ctx* xctx = attr_xpu_ctx(dom, attr);
   if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
   fi_cq_format fmt = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
   if (fmt == FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;

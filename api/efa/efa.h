@@ -341,6 +341,17 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
 int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
             uint64_t requested_key, uint64_t flags, fid_mr** mr_p, void* context);
 int mr_regattr(fid* fid, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr_p);
+// fi_cq_attr and fi_cntr_attr end with xpu_ctx since 2.7; a program built against older headers
+// (Debian's fi_pingpong, any 1.x application) passes the shorter struct, where that field is not
+// there to read. It is read when FI_XPU says it is set or the application asked for API >= 2.7, so
+// the fi_xpu(3) example's form (xpu_ctx without FI_XPU) keeps working.
+template <typename Attr>
+fid_xpu_ctx* attr_xpu_ctx(const EfaDomain* dom, const Attr* attr) {
+  if (attr->flags & FI_XPU) return attr->xpu_ctx;
+  if (dom->fab == nullptr || dom->fab->fabric.api_version < FI_VERSION(2, 7)) return nullptr;
+  return attr->xpu_ctx;
+}
+
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context);
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* context);
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, void* context);
