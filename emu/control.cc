@@ -184,6 +184,8 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
   if (qp_p == nullptr) return -EINVAL;
   constexpr uint32_t kFlagsAll = kQpUnsolicitedWriteRecv | kQpInlineWrite;
   if ((a.flags & ~kFlagsAll) != 0) return -EINVAL;
+  if (a.type != QpType::kSrd && a.type != QpType::kUd) return -EOPNOTSUPP;
+  if (a.type == QpType::kUd && (a.flags != 0 || a.sl != 0)) return -EINVAL;
   if ((a.flags & kQpUnsolicitedWriteRecv) && !(profile_->device_caps & kCapUnsolicitedWriteRecv)) {
     return -EOPNOTSUPP;
   }
@@ -215,6 +217,7 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
   qp->dev = this;
   qp->qpn_ = qpn;
   qp->flags = a.flags;
+  qp->ud = a.type == QpType::kUd;
   qp->pd = pd;
   qp->send_cq = scq;
   qp->recv_cq = rcq;

@@ -156,6 +156,9 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void start_op(TxOp&& op);
   void send_packet(TxOp* op, uint64_t token);
   void handle_request(Packet& pkt);
+  // UD (emu/ud.cc): a datagram leaves once and completes; an arriving one lands or is dropped.
+  void send_datagram(TxOp&& op);
+  void receive_datagram(Packet& pkt);
   void handle_response(Packet& pkt);
   void fire_timers();
   // Response timeouts share one duration, so they expire in arming order and a FIFO suffices;

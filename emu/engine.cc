@@ -169,7 +169,9 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
        static_cast<uint32_t>(p.payload.size()), p.token);
   }
   ++*work;
-  if (resp) {
+  if (p.type == PacketType::kDatagram) {
+    receive_datagram(p);
+  } else if (resp) {
     handle_response(p);
   } else {
     handle_request(p);

@@ -27,6 +27,7 @@ using Gid = std::array<uint8_t, 16>;
 enum class PacketType : uint8_t {
   kRequest = 1,   // SEND, RDMA WRITE (payload) or RDMA READ (no payload)
   kResponse = 2,  // ack/nak with a completion status; RDMA READ data as payload
+  kDatagram = 3,  // UD SEND: never answered, never sent again
 };
 
 // Packet bytes: up to kInline bytes live in the packet itself, so small messages (the common

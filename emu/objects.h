@@ -129,6 +129,7 @@ class EmuQp : public backend::Qp {
   uint32_t qkey = 0;
   uint8_t rnr_retry = 7;
   uint32_t flags = 0;
+  bool ud = false;             // backend::QpType::kUd (emu/ud.cc)
   EmuPd* pd = nullptr;
   EmuCq* send_cq = nullptr;
   EmuCq* recv_cq = nullptr;

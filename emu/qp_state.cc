@@ -44,7 +44,7 @@ int DeviceImpl::set_qp_failed(Qp* q, int status) {
 }
 
 
-// reference/efa-queues.md 2.6: the SRD QP state table.
+// reference/efa-queues.md 2.6: the SRD QP state table, which UD shares but for RNR_RETRY.
 int DeviceImpl::modify_qp_locked(EmuQp* qp, const QpAttr& attr, uint32_t mask) {
   constexpr uint32_t kKnown = kQpAttrState | kQpAttrCurState | kQpAttrEnSqdAsyncNotify |
                               kQpAttrPkeyIndex | kQpAttrPort | kQpAttrQkey | kQpAttrSqPsn |
@@ -92,6 +92,7 @@ int DeviceImpl::modify_qp_locked(EmuQp* qp, const QpAttr& attr, uint32_t mask) {
   if ((mask & kQpAttrPort) && attr.port != 1) return -EINVAL;
   if ((mask & kQpAttrQkey) && (attr.qkey & 0x80000000u)) return -EINVAL;  // privileged QKEY
   if (mask & kQpAttrRnrRetry) {
+    if (qp->ud) return -EINVAL;  // UD never retries (the kernel's UD table has no RNR_RETRY)
     if (attr.rnr_retry > 7) return -EINVAL;
     if (!(profile_->device_caps & kCapRnrRetry)) return -EOPNOTSUPP;
   }

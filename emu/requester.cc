@@ -82,6 +82,7 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
   EmuAh* ah = r.ah < ahs_.size() ? ahs_[r.ah] : nullptr;
   if (ah == nullptr || ah->pd != qp->pd) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_AH);
   if (d.status != EFA_IO_COMP_STATUS_OK) return fail(d.status);
+  if (qp->ud && r.op != EFA_IO_SEND) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_UNSUPPORTED_OP);
 
   TxOp t;
   t.qp = qp;
@@ -146,6 +147,7 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       }
     }
   }
+  if (qp->ud) return send_datagram(std::move(t));
   start_op(std::move(t));
 }
 

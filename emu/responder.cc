@@ -108,7 +108,7 @@ void DeviceImpl::handle_request(Packet& pkt) {
     if (it != executed_.end()) return reply(it->second, false);
   }
   EmuQp* qp = qp_by_num(pkt.dst_qpn);
-  if (qp == nullptr || qp->qkey != pkt.qkey ||
+  if (qp == nullptr || qp->ud || qp->qkey != pkt.qkey ||
       (qp->st != QpState::kRtr && qp->st != QpState::kRts && qp->st != QpState::kSqd &&
        qp->st != QpState::kSqe)) {
     return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_DEST_QPN, false);

@@ -142,7 +142,7 @@ struct Node {
     ASSERT_EQ(dev->reg_mr(pd, m, &mr), 0);
   }
   void make_qp(uint32_t flags = 0, uint32_t depth = 64, uint32_t cq_entries = 256,
-               uint32_t recv_sge = 2) {
+               uint32_t recv_sge = 2, backend::QpType type = backend::QpType::kSrd) {
     backend::CqInitAttr c;
     c.entries = cq_entries;
     c.with_event_fd = true;
@@ -159,6 +159,7 @@ struct Node {
     q.max_send_sge = 2;
     q.max_recv_sge = recv_sge;
     q.flags = flags;
+    q.type = type;
     ASSERT_EQ(dev->create_qp(q, &qp), 0);
     ASSERT_EQ(qp->query_wqs(&sq.sq, &rq.rq), 0);
   }

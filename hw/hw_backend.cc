@@ -374,6 +374,26 @@ class HwDevice final : public backend::Device {
     HwCq* scq = find(cqs_, static_cast<const Cq*>(attr.send_cq));
     HwCq* rcq = find(cqs_, static_cast<const Cq*>(attr.recv_cq));
     if (pd == nullptr || scq == nullptr || rcq == nullptr) return -EINVAL;
+    if (attr.type != backend::QpType::kSrd && attr.type != backend::QpType::kUd) return -EOPNOTSUPP;
+
+    ibv_qp* qp = nullptr;
+    if (attr.type == backend::QpType::kUd) {
+      // UD is a core verbs type: no efadv attributes, so no flags and no service level.
+      if (attr.flags != 0 || attr.sl != 0) return -EINVAL;
+      ibv_qp_init_attr ud_attr;
+      std::memset(&ud_attr, 0, sizeof(ud_attr));
+      ud_attr.qp_type = IBV_QPT_UD;
+      ud_attr.send_cq = ibv_cq_ex_to_cq(scq->cq_);
+      ud_attr.recv_cq = ibv_cq_ex_to_cq(rcq->cq_);
+      ud_attr.cap.max_send_wr = attr.max_send_wr;
+      ud_attr.cap.max_recv_wr = attr.max_recv_wr;
+      ud_attr.cap.max_send_sge = attr.max_send_sge;
+      ud_attr.cap.max_recv_sge = attr.max_recv_sge;
+      ud_attr.cap.max_inline_data = attr.max_inline_data;
+      qp = api_->create_qp(pd->pd_, &ud_attr);
+      if (qp == nullptr) return rdma_error(-1);
+      return adopt_qp(qp, pd, scq, rcq, qp_p);
+    }
 
     ibv_qp_init_attr_ex qp_attr;
     std::memset(&qp_attr, 0, sizeof(qp_attr));
@@ -396,9 +416,13 @@ class HwDevice final : public backend::Device {
     }
     if (attr.flags & backend::kQpInlineWrite) efa_attr.flags |= EFADV_COMPAT_QP_FLAGS_INLINE_WRITE;
     efa_attr.sl = attr.sl;
-    ibv_qp* qp =
-        api_->efadv_create_qp_ex(ctx_, &qp_attr, &efa_attr, EFADV_COMPAT_QP_INIT_ATTR_INLEN_SL);
+    qp = api_->efadv_create_qp_ex(ctx_, &qp_attr, &efa_attr, EFADV_COMPAT_QP_INIT_ATTR_INLEN_SL);
     if (qp == nullptr) return rdma_error(-1);
+    return adopt_qp(qp, pd, scq, rcq, qp_p);
+  }
+
+  // Under mu_: wraps a created verbs QP and takes its references.
+  int adopt_qp(ibv_qp* qp, HwPd* pd, HwCq* scq, HwCq* rcq, Qp** qp_p) {
     auto obj = std::make_unique<HwQp>(this, qp, pd, scq, rcq);
     ++pd->users_;
     ++scq->users_;

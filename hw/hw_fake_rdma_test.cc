@@ -37,6 +37,9 @@ struct Fake {
   uint16_t last_qp_flags = 0;
   int last_modify_mask = 0;
   ibv_qp_attr last_modify_attr;
+  int ud_creates = 0;
+  ibv_qp_init_attr last_ud_attr;
+  ibv_pd* last_ud_pd = nullptr;
   int notify_calls = 0;
   uint8_t sq_ring[4096];
   uint32_t sq_db = 0;
@@ -173,6 +176,22 @@ ibv_qp* efadv_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr,
   qp->qp_num = 42;
   return qp;
 }
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (attr->qp_type != IBV_QPT_UD) {  // libefa takes SRD only through efadv
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ++g->live;
+  ++g->ud_creates;
+  g->last_ud_attr = *attr;
+  g->last_ud_pd = pd;
+  auto* qp = new ibv_qp();
+  qp->context = pd->context;
+  qp->pd = pd;
+  qp->qp_type = IBV_QPT_UD;
+  qp->qp_num = 77;
+  return qp;
+}
 int modify_qp(ibv_qp*, ibv_qp_attr* attr, int mask) {
   if (g->modify_rc != 0) return g->modify_rc;
   g->last_modify_mask = mask;
@@ -256,6 +275,7 @@ std::shared_ptr<const RdmaApi> fake_api() {
   api->get_cq_event = get_cq_event;
   api->ack_cq_events = ack_cq_events;
   api->destroy_cq = destroy_cq;
+  api->create_qp = create_qp;
   api->modify_qp = modify_qp;
   api->destroy_qp = destroy_qp;
   api->create_ah = create_ah;
@@ -416,6 +436,72 @@ TEST_F(HwFakeRdma, ObjectsTrackDependents) {
   EXPECT_EQ(device_->dereg_mr(mr), 0);
   EXPECT_EQ(device_->dealloc_pd(pd), 0);
   EXPECT_EQ(device_->dealloc_pd(pd), -EINVAL);  // already gone
+}
+
+// UD goes through core verbs' ibv_create_qp (efadv has no UD attributes) and then behaves like
+// any other QP: the same modify mapping, references and destruction.
+TEST_F(HwFakeRdma, UdQpMapsToIbvCreateQp) {
+  open();
+  Pd* pd = nullptr;
+  ASSERT_EQ(device_->alloc_pd(&pd), 0);
+  CqInitAttr cattr;
+  cattr.entries = 64;
+  Cq *scq = nullptr, *rcq = nullptr;
+  ASSERT_EQ(device_->create_cq(cattr, &scq), 0);
+  ASSERT_EQ(device_->create_cq(cattr, &rcq), 0);
+  QpInitAttr q;
+  q.type = QpType::kUd;
+  q.pd = pd;
+  q.send_cq = scq;
+  q.recv_cq = rcq;
+  q.max_send_wr = 128;
+  q.max_recv_wr = 256;
+  q.max_send_sge = 1;
+  q.max_recv_sge = 2;
+  q.max_inline_data = 32;
+  Qp* qp = nullptr;
+  q.flags = kQpUnsolicitedWriteRecv;
+  EXPECT_EQ(device_->create_qp(q, &qp), -EINVAL);
+  q.flags = kQpInlineWrite;
+  EXPECT_EQ(device_->create_qp(q, &qp), -EINVAL);
+  q.flags = 0;
+  q.sl = 3;
+  EXPECT_EQ(device_->create_qp(q, &qp), -EINVAL);
+  q.sl = 0;
+  q.type = static_cast<QpType>(7);
+  EXPECT_EQ(device_->create_qp(q, &qp), -EOPNOTSUPP);
+  EXPECT_EQ(g->ud_creates, 0);
+  q.type = QpType::kUd;
+  ASSERT_EQ(device_->create_qp(q, &qp), 0);
+  EXPECT_EQ(g->ud_creates, 1);
+  EXPECT_EQ(g->last_ud_attr.qp_type, IBV_QPT_UD);
+  EXPECT_EQ(g->last_ud_attr.cap.max_send_wr, 128u);
+  EXPECT_EQ(g->last_ud_attr.cap.max_recv_wr, 256u);
+  EXPECT_EQ(g->last_ud_attr.cap.max_send_sge, 1u);
+  EXPECT_EQ(g->last_ud_attr.cap.max_recv_sge, 2u);
+  EXPECT_EQ(g->last_ud_attr.cap.max_inline_data, 32u);
+  EXPECT_NE(g->last_ud_attr.send_cq, nullptr);
+  EXPECT_NE(g->last_ud_attr.send_cq, g->last_ud_attr.recv_cq);
+  EXPECT_NE(g->last_ud_pd, nullptr);
+  EXPECT_EQ(qp->qpn(), 77u);
+  EXPECT_EQ(device_->destroy_cq(rcq), -EBUSY);
+  EXPECT_EQ(device_->dealloc_pd(pd), -EBUSY);
+
+  QpAttr a;
+  a.state = QpState::kInit;
+  a.qkey = 0x4321;
+  ASSERT_EQ(qp->modify(a, kQpAttrState | kQpAttrPkeyIndex | kQpAttrPort | kQpAttrQkey), 0);
+  EXPECT_EQ(g->last_modify_mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+  EXPECT_EQ(g->last_modify_attr.qkey, 0x4321u);
+  uint8_t gid[16];
+  uint32_t qpn = 0, qkey = 0;
+  ASSERT_EQ(device_->local_address(qp, gid, &qpn, &qkey), 0);
+  EXPECT_EQ(qpn, 77u);
+  EXPECT_EQ(qkey, 0x4321u);
+  EXPECT_EQ(device_->destroy_qp(qp), 0);
+  EXPECT_EQ(device_->destroy_cq(rcq), 0);
+  EXPECT_EQ(device_->destroy_cq(scq), 0);
+  EXPECT_EQ(device_->dealloc_pd(pd), 0);
 }
 
 TEST_F(HwFakeRdma, RejectsBadInput) {

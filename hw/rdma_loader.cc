@@ -104,6 +104,7 @@ int load_rdma(const LibraryNames& names, std::shared_ptr<const RdmaApi>* api_p,
   v.get(&api->get_cq_event, {"ibv_get_cq_event", v11, true});
   v.get(&api->ack_cq_events, {"ibv_ack_cq_events", v11, true});
   v.get(&api->destroy_cq, {"ibv_destroy_cq", v11, true});
+  v.get(&api->create_qp, {"ibv_create_qp", v11, true});
   v.get(&api->modify_qp, {"ibv_modify_qp", v11, true});
   v.get(&api->destroy_qp, {"ibv_destroy_qp", v11, true});
   v.get(&api->create_ah, {"ibv_create_ah", v11, true});

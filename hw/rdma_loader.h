@@ -52,6 +52,7 @@ struct RdmaApi {
   int (*get_cq_event)(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
   void (*ack_cq_events)(ibv_cq* cq, unsigned int nevents);
   int (*destroy_cq)(ibv_cq* cq);
+  ibv_qp* (*create_qp)(ibv_pd* pd, ibv_qp_init_attr* attr);  // UD QPs (SRD goes through efadv)
   int (*modify_qp)(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
   int (*destroy_qp)(ibv_qp* qp);
   ibv_ah* (*create_ah)(ibv_pd* pd, ibv_ah_attr* attr);

@@ -6,7 +6,8 @@
 //   Device         -> ibv_context + efadv_query_device
 //   Pd, Mr, Ah     -> ibv_pd, ibv_mr (lkey/rkey), ibv_ah + efadv_query_ah (ahn)
 //   Cq             -> efadv_create_cq (optionally external memory) + efadv_query_cq, arm, event fd
-//   Qp             -> efadv_create_qp_ex (SRD) + ibv_modify_qp + efadv_query_qp_wqs
+//   Qp             -> efadv_create_qp_ex (SRD) or ibv_create_qp (UD) + ibv_modify_qp +
+//                     efadv_query_qp_wqs
 //   CompCntr       -> efadv_create_comp_cntr (value and error count in caller memory)
 //
 // Queue bytes (WQEs, RX descriptors, CQEs, doorbell values) are never produced here: callers write
@@ -120,12 +121,20 @@ struct CqAttr {
 
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 
+// SRD: reliable, unordered, SEND and RDMA. UD: unreliable datagrams, SEND (with immediate) only,
+// at most one MTU each; the receiver checks the QKEY and drops silently what it cannot place (no
+// receive posted, wrong QKEY), and every receive buffer starts with the 40-byte GRH (kGrhSize),
+// which the RX CQE's length includes. The WQE and CQE formats are the same for both.
+enum class QpType : uint8_t { kSrd = 0, kUd };
+inline constexpr uint32_t kGrhSize = 40;
+
 enum QpCreateFlags : uint32_t {
   kQpUnsolicitedWriteRecv = 1u << 0,  // write-with-imm completes without consuming an RQ entry
   kQpInlineWrite = 1u << 1,           // 128-byte WQEs (inline RDMA write)
 };
 
 struct QpInitAttr {
+  QpType type = QpType::kSrd;    // UD takes no flags and sl 0 (ibv_create_qp has no room for them)
   class Pd* pd = nullptr;
   class Cq* send_cq = nullptr;
   class Cq* recv_cq = nullptr;
@@ -138,7 +147,8 @@ struct QpInitAttr {
   uint8_t sl = 0;
 };
 
-// ibv_modify_qp attribute mask (only what an SRD QP accepts).
+// ibv_modify_qp attribute mask (only what an SRD or UD QP accepts; UD refuses RNR_RETRY, as the
+// kernel's UD state table does).
 enum QpAttrMask : uint32_t {
   kQpAttrState = 1u << 0,
   kQpAttrCurState = 1u << 1,
@@ -234,7 +244,7 @@ class Qp {
   virtual ~Qp() = default;
   virtual uint32_t qpn() const = 0;
   virtual QpState state() const = 0;
-  // ibv_modify_qp for an SRD QP. -EINVAL on an illegal transition or a missing/illegal
+  // ibv_modify_qp for an SRD or UD QP. -EINVAL on an illegal transition or a missing/illegal
   // attribute (reference/efa-queues.md 2.6).
   virtual int modify(const QpAttr& attr, uint32_t attr_mask) = 0;
   virtual int query_wqs(WqAttr* sq, WqAttr* rq) const = 0;

@@ -124,7 +124,8 @@ void encode_header(const Packet& pkt, uint8_t* out) {
 
 int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   if (in[0] != static_cast<uint8_t>(PacketType::kRequest) &&
-      in[0] != static_cast<uint8_t>(PacketType::kResponse)) {
+      in[0] != static_cast<uint8_t>(PacketType::kResponse) &&
+      in[0] != static_cast<uint8_t>(PacketType::kDatagram)) {
     return -EBADMSG;
   }
   if (in[3] > 1) return -EBADMSG;

@@ -1,4 +1,4 @@
-// Queue pairs (SRD only, the EFA driver type): CREATE_QP hands out mmap keys for the
+// Queue pairs (SRD, the EFA driver type, and UD): CREATE_QP hands out mmap keys for the
 // emulator's send queue (LLQ descriptors), receive ring and doorbells; QUERY_QP, MODIFY_QP and
 // DESTROY_QP map onto the emulated QP.
 #include <infiniband/verbs.h>
@@ -45,7 +45,9 @@ int cmd_create_qp(State& s, Ctx* ctx, Cmd& c) {
   std::memcpy(&flags, drv + 16, 2);
   uint8_t sl = drv[18];
   if (comp_mask != 0 || !all_zero(drv + 19, 5)) return -EINVAL;
-  if (req.qp_type != IBV_QPT_DRIVER || driver_qp_type != EFA_QP_DRIVER_TYPE_SRD) return -EOPNOTSUPP;
+  // The kernel maps UD to the admin UD type (driver_qp_type unused) and DRIVER+SRD to SRD.
+  bool ud = req.qp_type == IBV_QPT_UD;
+  if (!ud && (req.qp_type != IBV_QPT_DRIVER || driver_qp_type != EFA_QP_DRIVER_TYPE_SRD)) return -EOPNOTSUPP;
   if (req.is_srq) return -EINVAL;
   if (flags & ~1u) return -EOPNOTSUPP;  // only UNSOLICITED_WRITE_RECV
   if (sq_ring_size == 0 || sq_ring_size % 64 != 0) return -EINVAL;
@@ -63,6 +65,7 @@ int cmd_create_qp(State& s, Ctx* ctx, Cmd& c) {
   a.max_recv_sge = std::max<uint32_t>(req.max_recv_sge, 1);
   a.max_recv_wr = rq_ring_size / 16 / a.max_recv_sge;
   a.max_inline_data = 0;  // 64-byte WQEs: what libefa's LLQ layout expects
+  a.type = ud ? backend::QpType::kUd : backend::QpType::kSrd;
   a.flags = (flags & 1u) ? uint32_t{backend::kQpUnsolicitedWriteRecv} : 0u;
   a.sl = sl;
   if (req.max_send_sge > s.attr.max_sq_sge || req.max_recv_sge > s.attr.max_rq_sge ||
