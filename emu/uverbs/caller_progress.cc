@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <time.h>
 
 #include <atomic>
 #include <thread>
@@ -37,13 +36,7 @@ std::atomic<WrCompleteFn> g_wr_complete{nullptr};
 // Callers inside a pass (at exit the device is freed only once they are out) and when one last
 // drove (the service thread parks meanwhile).
 std::atomic<int> g_inside{0};
-std::atomic<uint64_t> g_last_ns{0};
-
-uint64_t now_ns() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+std::atomic<uint64_t> g_drives{0};
 
 // True when `current` is the original this wrapper stands for (adopting it if none was yet).
 template <class F>
@@ -144,11 +137,11 @@ int caller_drive() {
   int work = 0;
   if (s.driven.load(std::memory_order_seq_cst) != nullptr) work = service_pass(s, false);
   g_inside.fetch_sub(1, std::memory_order_release);
-  g_last_ns.store(now_ns(), std::memory_order_relaxed);
+  g_drives.fetch_add(1, std::memory_order_relaxed);
   return work;
 }
 
-uint64_t last_caller_ns() { return g_last_ns.load(std::memory_order_relaxed); }
+uint64_t caller_drives() { return g_drives.load(std::memory_order_relaxed); }
 
 void quiesce_callers() {
   while (g_inside.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
@@ -156,7 +149,7 @@ void quiesce_callers() {
 
 void callers_after_fork() {
   g_inside.store(0);
-  g_last_ns.store(0);
+  g_drives.store(0);
 }
 
 }  // namespace uverbs

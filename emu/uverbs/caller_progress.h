@@ -31,9 +31,9 @@ void wrap_qp(ibv_qp* qp);
 // One pass of the service work from a calling thread; never blocks on the server lock (if the
 // service thread holds it, that thread is doing the same work). Returns the work done.
 int caller_drive();
-// Steady-clock nanoseconds of the last caller_drive (0: never): the service thread parks while
-// callers drive.
-uint64_t last_caller_ns();
+// How many caller passes ran so far: the service thread parks while this moves. A counter, not a
+// clock, so a caller's pass reads no time of its own.
+uint64_t caller_drives();
 // At exit, once the device is no longer published: waits until no caller is inside it.
 void quiesce_callers();
 // In a forked child: callers that were inside in the parent are not threads here.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "emu/uverbs/caller_progress.h"
 #include "emu/uverbs/server_state.h"
@@ -42,10 +44,10 @@ int service_pass(State& s, bool wait_lock) {
 
 namespace {
 
-// While a verbs caller drove within kCallerWindow the callers do this thread's work: it only
-// looks every kParkSleep for them to stop (a program that moves on to raw-memory polling or a
-// blocking channel read then waits at most that long for service).
-constexpr std::chrono::nanoseconds kCallerWindow = std::chrono::milliseconds(1);
+// While verbs callers keep driving (their pass counter moved within kCallerWindow) they do this
+// thread's work: it only looks every kParkSleep whether they stopped (a program that moves on to
+// raw-memory polling or a blocking channel read waits at most about that long for service).
+constexpr std::chrono::microseconds kCallerWindow(1000);
 constexpr long kParkSleepNs = 250000;
 // Otherwise it spins (yielding the core) for a while after the last work, then sleeps with a
 // doubling period, so a busy device sees microsecond latency and an idle one costs a few
@@ -54,22 +56,21 @@ constexpr std::chrono::microseconds kSpinAfterWork(500);
 constexpr long kFirstSleepNs = 20000;
 constexpr long kMaxSleepNs = 4000000;
 
-bool callers_driving() {
-  uint64_t last = last_caller_ns();
-  if (last == 0) return false;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  return now >= last && now - last < static_cast<uint64_t>(kCallerWindow.count());
-}
-
 void service_main() {
   State& s = st();
   using clock = std::chrono::steady_clock;
   auto last_work = clock::now();
+  auto last_drive = clock::time_point{};
+  uint64_t drives_seen = caller_drives();
   long sleep_ns = kFirstSleepNs;
   while (!s.stop.load(std::memory_order_acquire)) {
-    if (callers_driving()) {
+    auto now = clock::now();
+    uint64_t drives = caller_drives();
+    if (drives != drives_seen) {
+      drives_seen = drives;
+      last_drive = now;
+    }
+    if (now - last_drive < kCallerWindow) {
       struct timespec ts{0, kParkSleepNs};
       nanosleep(&ts, nullptr);
       // When the callers stop, service resumes at full attention.
@@ -92,10 +93,17 @@ void service_main() {
   }
 }
 
+// FI_EFA_EMU_SERVICE_THREAD=0: no service thread; only the wrapped verbs calls move the NIC
+// (with FI_EFA_EMU_ENGINE_THREAD=0, a program that polls raw memory then never progresses).
+bool service_thread_wanted() {
+  const char* v = std::getenv("FI_EFA_EMU_SERVICE_THREAD");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 }  // namespace
 
 void ensure_service_locked(State& s) {
-  if (s.service.joinable()) return;
+  if (s.service.joinable() || !service_thread_wanted()) return;
   s.stop.store(false);
   s.service = std::thread(service_main);
 }
