@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <infiniband/verbs.h>
 
 #include <atomic>
@@ -38,6 +39,22 @@ std::atomic<WrCompleteFn> g_wr_complete{nullptr};
 std::atomic<int> g_inside{0};
 std::atomic<uint64_t> g_drives{0};
 
+// A caller that keeps finding nothing is waiting for a peer; on a host with fewer cores than
+// spinning threads that peer may be the one waiting for this core. Every kYieldEvery empty
+// passes in a row the caller offers the core once.
+constexpr uint32_t kYieldEvery = 32;
+thread_local uint32_t t_empty = 0;
+
+int drive_or_yield() {
+  int work = caller_drive();
+  if (work != 0) {
+    t_empty = 0;
+  } else if (++t_empty % kYieldEvery == 0) {
+    sched_yield();
+  }
+  return work;
+}
+
 // True when `current` is the original this wrapper stands for (adopting it if none was yet).
 template <class F>
 bool adopt(std::atomic<F>& saved, F current, F wrapper) {
@@ -51,7 +68,7 @@ int poll_cq_wrapped(ibv_cq* cq, int n, ibv_wc* wc) {
   PollCqFn orig = g_poll_cq.load(std::memory_order_acquire);
   int rc = orig(cq, n, wc);
   if (rc != 0 || n <= 0) return rc;
-  if (caller_drive() == 0) return 0;
+  if (drive_or_yield() == 0) return 0;
   return orig(cq, n, wc);
 }
 
@@ -73,7 +90,7 @@ int start_poll_wrapped(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   StartPollFn orig = g_start_poll.load(std::memory_order_acquire);
   int rc = orig(cq, attr);
   if (rc != ENOENT) return rc;
-  if (caller_drive() == 0) return rc;
+  if (drive_or_yield() == 0) return rc;
   return orig(cq, attr);
 }
 
