@@ -3,7 +3,9 @@
 # sets up: the preload library, a generated sysfs tree, the shm fabric), next to the project's
 # own provider (fabric_bench). One-way latency in microseconds; a benchmark, not a test.
 #   bazel run -c opt //tools/bench:exec_latency [-- ITERATIONS]
-# Needs fi_pingpong (libfabric-bin) and ib_send_lat (perftest).
+# Needs fi_pingpong (libfabric-bin) and ib_send_lat (perftest). fi_pingpong's figure includes
+# libfabric's own RNR backoff when its first message reaches a peer that has not posted receive
+# buffers yet (a fixed cost, a few tenths of a second): more ITERATIONS amortize it.
 set -euo pipefail
 shim=$(readlink -f "$1")
 make_sysfs=$(readlink -f "$2")
