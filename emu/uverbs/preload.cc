@@ -8,7 +8,9 @@
 // open of $SYSFS_PATH/class/infiniband/*/ports/1/gids/0 (the live GID of this process's emulated
 // device), write/read/ioctl/close on contexts and completion channels, mmap/munmap of queue keys,
 // and socket(AF_NETLINK, NETLINK_RDMA), which fails as on a kernel without ib_core so libibverbs
-// falls back to sysfs.
+// falls back to sysfs. ibv_open_device, efadv_create_qp_ex and efadv_create_cq pass through to
+// rdma-core and then wrap the poll and post entries of what they made, so the calling thread
+// drives the emulated NIC (caller_progress.h).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,12 +21,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <infiniband/verbs.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "hw/efadv_compat.h"
+#include "emu/uverbs/caller_progress.h"
 #include "emu/uverbs/uverbs_server.h"
 
 namespace {
@@ -340,6 +345,47 @@ __attribute__((visibility("default"))) int socket(int domain, int type, int prot
   REAL(socket, fn);
   if (domain == AF_NETLINK && protocol == kNetlinkRdma) return err(EPROTONOSUPPORT);
   return real_socket(domain, type, protocol);
+}
+
+// Contexts and objects of ours get their poll and post entries wrapped once rdma-core has set
+// them up. Without an rdma-core further down (a program that only dlopens it and looks its
+// symbols up in that handle never reaches these) they fail as a missing provider would.
+__attribute__((visibility("default"))) struct ibv_context* ibv_open_device(struct ibv_device* dev) {
+  using fn = struct ibv_context* (*)(struct ibv_device*);
+  REAL(ibv_open_device, fn);
+  if (real_ibv_open_device == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  struct ibv_context* ctx = real_ibv_open_device(dev);
+  if (ctx != nullptr && kind_of(ctx->cmd_fd) == 1) xpufab::uverbs::wrap_context(ctx);
+  return ctx;
+}
+
+__attribute__((visibility("default"))) struct ibv_qp* efadv_create_qp_ex(
+    struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr_ex,
+    struct efadv_compat_qp_init_attr* efa_attr, uint32_t inlen) {
+  REAL(efadv_create_qp_ex, efadv_compat_create_qp_ex_fn);
+  if (real_efadv_create_qp_ex == nullptr) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  struct ibv_qp* qp = real_efadv_create_qp_ex(ctx, attr_ex, efa_attr, inlen);
+  xpufab::uverbs::wrap_qp(qp);
+  return qp;
+}
+
+__attribute__((visibility("default"))) struct ibv_cq_ex* efadv_create_cq(
+    struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr_ex,
+    struct efadv_compat_cq_init_attr* efa_attr, uint32_t inlen) {
+  REAL(efadv_create_cq, efadv_compat_create_cq_fn);
+  if (real_efadv_create_cq == nullptr) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  struct ibv_cq_ex* cq = real_efadv_create_cq(ctx, attr_ex, efa_attr, inlen);
+  xpufab::uverbs::wrap_cq_ex(cq);
+  return cq;
 }
 
 // rdma-core v59 efadv entry points that Debian's libefa (v44) lacks. They return a positive

@@ -1,26 +1,35 @@
-// The service thread: drives the emulated NIC while traffic flows, fills the 16-byte CQE mirrors
-// and turns the emulator's CQ event fds into completion-channel records.
+// The service thread: drives the emulated NIC while traffic flows and no verbs caller does
+// (a program that polls raw CQ memory, or one blocked on a completion channel), fills the 16-byte
+// CQE mirrors and turns the emulator's CQ event fds into completion-channel records. Callers of
+// the wrapped verbs ops run the same pass themselves (caller_progress.cc).
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
+#include "emu/uverbs/caller_progress.h"
 #include "emu/uverbs/server_state.h"
 
 namespace xpufab {
 namespace uverbs {
-namespace {
 
-int service_pass(State& s) {
+int service_pass(State& s, bool wait_lock) {
   // libefa never calls into the NIC: it only writes doorbells. Driving the engine from here
-  // while traffic flows keeps doorbells noticed at once instead of after the engine thread's
-  // idle sleep (the device parks its own thread meanwhile).
+  // keeps doorbells noticed at once instead of after the engine thread's idle sleep (the device
+  // parks its own thread meanwhile).
   int work = 0;
   if (backend::Device* d = s.driven.load(std::memory_order_acquire)) {
     int n = d->progress(256);
     if (n > 0) work += n;
   }
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu, std::defer_lock);
+  if (wait_lock) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return work;
+  }
   for (CqObj* c : s.served) {
     // Events are taken before the CQEs are mirrored, so a waiter woken by one finds its CQE.
     uint64_t events = take_cq_events(c);
@@ -33,33 +42,68 @@ int service_pass(State& s) {
   return work;
 }
 
-// Spins (yielding the core) for a while after the last work, then sleeps with a doubling period,
-// so a busy device sees microsecond latency and an idle one costs a few wakeups per second.
+namespace {
+
+// While verbs callers keep driving (their pass counter moved within kCallerWindow) they do this
+// thread's work: it only looks every kParkSleep whether they stopped (a program that moves on to
+// raw-memory polling or a blocking channel read waits at most about that long for service).
+constexpr std::chrono::microseconds kCallerWindow(1000);
+constexpr long kParkSleepNs = 250000;
+// Otherwise it spins (yielding the core) for a while after the last work, then sleeps with a
+// doubling period, so a busy device sees microsecond latency and an idle one costs a few
+// wakeups per second.
+constexpr std::chrono::microseconds kSpinAfterWork(500);
+constexpr long kFirstSleepNs = 20000;
+constexpr long kMaxSleepNs = 4000000;
+
 void service_main() {
   State& s = st();
   using clock = std::chrono::steady_clock;
   auto last_work = clock::now();
-  long sleep_ns = 20000;
+  auto last_drive = clock::time_point{};
+  uint64_t drives_seen = caller_drives();
+  long sleep_ns = kFirstSleepNs;
   while (!s.stop.load(std::memory_order_acquire)) {
-    if (service_pass(s) > 0) {
+    auto now = clock::now();
+    uint64_t drives = caller_drives();
+    if (drives != drives_seen) {
+      drives_seen = drives;
+      last_drive = now;
+    }
+    if (now - last_drive < kCallerWindow) {
+      struct timespec ts{0, kParkSleepNs};
+      nanosleep(&ts, nullptr);
+      // When the callers stop, service resumes at full attention.
       last_work = clock::now();
-      sleep_ns = 20000;
+      sleep_ns = kFirstSleepNs;
       continue;
     }
-    if (clock::now() - last_work < std::chrono::microseconds(500)) {
+    if (service_pass(s, true) > 0) {
+      last_work = clock::now();
+      sleep_ns = kFirstSleepNs;
+      continue;
+    }
+    if (clock::now() - last_work < kSpinAfterWork) {
       std::this_thread::yield();
       continue;
     }
     struct timespec ts{0, sleep_ns};
     nanosleep(&ts, nullptr);
-    sleep_ns = std::min(sleep_ns * 2, 4000000L);
+    sleep_ns = std::min(sleep_ns * 2, kMaxSleepNs);
   }
+}
+
+// FI_EFA_EMU_SERVICE_THREAD=0: no service thread; only the wrapped verbs calls move the NIC
+// (with FI_EFA_EMU_ENGINE_THREAD=0, a program that polls raw memory then never progresses).
+bool service_thread_wanted() {
+  const char* v = std::getenv("FI_EFA_EMU_SERVICE_THREAD");
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
 
 void ensure_service_locked(State& s) {
-  if (s.service.joinable()) return;
+  if (s.service.joinable() || !service_thread_wanted()) return;
   s.stop.store(false);
   s.service = std::thread(service_main);
 }

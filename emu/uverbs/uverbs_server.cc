@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/uverbs/caller_progress.h"
 #include "emu/uverbs/command.h"
 #include "emu/uverbs/server_state.h"
 
@@ -230,6 +231,7 @@ void after_fork_child() {
     new (&s.service) std::thread();
   }
   s.infos.clear();
+  callers_after_fork();
 }
 
 void at_exit() {
@@ -262,12 +264,14 @@ void at_exit() {
         }
       }
     }
-    s.driven.store(nullptr, std::memory_order_release);
+    // Sequentially consistent, as the callers' check (caller_progress.cc).
+    s.driven.store(nullptr, std::memory_order_seq_cst);
     dev = std::move(s.dev);
     s.emu = nullptr;
   }
   s.stop.store(true, std::memory_order_release);
   if (s.service.joinable()) s.service.join();
+  quiesce_callers();
   dev.reset();
 }
 
