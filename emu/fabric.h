@@ -114,6 +114,12 @@ struct Packet {
   uint8_t op = 0;           // efa_io_send_op_type
   uint8_t status = 0;       // response: efa_io_comp_status seen by the requester
   bool has_imm = false;
+  // A request its sender may send again (it retransmits after a timeout): the responder then
+  // remembers what it executed, so that a repeat is answered, not run twice.
+  bool may_repeat = false;
+  // Requests that may repeat: the sender's transmission number (mod 64); a response echoes the
+  // one it answers, so that every answer times the path (no retransmission ambiguity).
+  uint8_t attempt = 0;
   Gid src{};
   uint16_t src_qpn = 0;
   uint16_t dst_qpn = 0;

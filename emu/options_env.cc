@@ -73,6 +73,16 @@ int device_options_from_env(DeviceOptions* o, std::string* error) {
     o->trace_capacity = static_cast<size_t>(v);
   }
   if (const char* st = env("FI_EFA_EMU_STATS")) o->stats_prefix = st;
+  if (const char* r = env("FI_EFA_EMU_MIN_RTO_US")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(r, &end, 10);
+    if (end == r || *end != '\0' || v == 0 || v > (1u << 30)) {
+      *error = std::string("FI_EFA_EMU_MIN_RTO_US: not a positive number: '") + r + "'";
+      return -EINVAL;
+    }
+    o->min_rto_us = static_cast<uint32_t>(v);
+    o->initial_rto_us = std::max(o->initial_rto_us, o->min_rto_us);
+  }
   return 0;
 }
 

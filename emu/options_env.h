@@ -11,6 +11,7 @@
 //   FI_EFA_EMU_TRACE=prefix               trace, written to <prefix>.<device>.json/.txt
 //   FI_EFA_EMU_TRACE_MAX=N                events the trace keeps (N > 0)
 //   FI_EFA_EMU_STATS=prefix               statistics, written to <prefix>.<device>.stats
+//   FI_EFA_EMU_MIN_RTO_US=N               the retransmission timeout's floor (N > 0, default 10)
 // Backend:
 //   FI_EFA_EMU_DEVICES=N                  devices offered (default 1, clamped to 1..64)
 //   FI_EFA_EMU_FABRIC=inproc|shm|udp      the wire the devices share (default inproc)
@@ -42,7 +43,7 @@ int profile_from_env(const Profile** profile_p);
 
 // Applies the device variables to *options. 0, or -EINVAL with *error naming the variable and
 // its bad value (an unknown profile or cap, a fault plan that does not parse or a file that
-// cannot be read, a TRACE_MAX that is not a positive number).
+// cannot be read, a TRACE_MAX or MIN_RTO_US that is not a positive number).
 int device_options_from_env(DeviceOptions* options, std::string* error);
 
 enum class FabricKind : uint8_t { kInProc, kShm, kUdp };

@@ -29,7 +29,7 @@ uint64_t get64(const uint8_t* p) {
 }
 
 // Header layout (little-endian host order; both ends of a link are x86-64 or aarch64 LE):
-//  0 type, 1 op, 2 status, 3 has_imm, 4 src_qpn, 6 dst_qpn, 8 qkey, 12 imm, 16 rkey, 20 length,
+//  0 type, 1 op, 2 status, 3 has_imm | may_repeat << 1 | attempt << 2, 4 src_qpn, 6 dst_qpn, 8 qkey, 12 imm, 16 rkey, 20 length,
 //  24 token, 32 remote_addr, 40 src gid (16), 56 payload size (8).
 constexpr size_t kOffSrc = 40;
 constexpr size_t kOffPayload = 56;
@@ -109,7 +109,7 @@ void encode_header(const Packet& pkt, uint8_t* out) {
   out[0] = static_cast<uint8_t>(pkt.type);
   out[1] = pkt.op;
   out[2] = pkt.status;
-  out[3] = pkt.has_imm ? 1 : 0;
+  out[3] = static_cast<uint8_t>((pkt.has_imm ? 1 : 0) | (pkt.may_repeat ? 2 : 0) | (pkt.attempt & 63) << 2);
   put16(out + 4, pkt.src_qpn);
   put16(out + 6, pkt.dst_qpn);
   put32(out + 8, pkt.qkey);
@@ -127,13 +127,14 @@ int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
       in[0] != static_cast<uint8_t>(PacketType::kResponse)) {
     return -EBADMSG;
   }
-  if (in[3] > 1) return -EBADMSG;
   uint64_t n = get64(in + kOffPayload);
   if (n > kMaxPayload) return -EBADMSG;
   pkt->type = static_cast<PacketType>(in[0]);
   pkt->op = in[1];
   pkt->status = in[2];
-  pkt->has_imm = in[3] != 0;
+  pkt->has_imm = (in[3] & 1) != 0;
+  pkt->may_repeat = (in[3] & 2) != 0;
+  pkt->attempt = static_cast<uint8_t>(in[3] >> 2);
   pkt->src_qpn = get16(in + 4);
   pkt->dst_qpn = get16(in + 6);
   pkt->qkey = get32(in + 8);
