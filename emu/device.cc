@@ -50,7 +50,7 @@ DeviceImpl::DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shar
   silence_limit_ns_ = max_rto_ns_ * (uint64_t{opt_.max_retransmits} + 1);
   // Any value will do as long as successive devices differ; the clock and the address mix both.
   uint64_t mix = (now_ns() ^ reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
-  gen_base_ = static_cast<uint32_t>(mix >> 32);
+  epoch_ = static_cast<uint32_t>(mix >> 32);
   borrow_payloads_ = fabric_->copies_on_send();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }
@@ -165,9 +165,9 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
   Gid gid = o.gid;
   if (!o.has_gid) {
     // Link-local fe80::/64 with an interface id unique to this process and device.
-    uint32_t pid = static_cast<uint32_t>(getpid());
-    gid = Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'x', static_cast<uint8_t>(pid >> 16),
-              static_cast<uint8_t>(pid >> 8), static_cast<uint8_t>(pid), static_cast<uint8_t>(seq >> 16),
+    uint64_t n = process_nonce();
+    gid = Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'x', static_cast<uint8_t>(n >> 16),
+              static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n), static_cast<uint8_t>(seq >> 16),
               static_cast<uint8_t>(seq >> 8), static_cast<uint8_t>(seq)};
   }
   // The fault plan: hooks win over a plan; a plan that does nothing installs no hooks.
@@ -191,8 +191,10 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
       }
       plan.reset(new faults::FaultPlan(spec, o.step_clock_ns != 0 ? 0 : now_ns()));
       // Each device's faults are its own: the name alone would give the devices of two
-      // processes (each called efa_emu0) the same fault sequence.
-      plan->personalize(name + std::string(gid.begin(), gid.end()));
+      // processes (each called efa_emu0) the same fault sequence. The PID, unlike the GID's
+      // random part, repeats from run to run where PIDs do (a sandbox), so a seed there
+      // reproduces its faults.
+      plan->personalize(name + "/" + std::to_string(getpid()));
       o.faults = plan.get();
     }
   }

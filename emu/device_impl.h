@@ -264,15 +264,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   uint64_t tx_seq_ = 0;
   uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
   uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive
-  // Slot generations start here, different for every device, so that a device reopened under
-  // the same GID never reuses a token a responder remembers from its predecessor.
-  uint32_t gen_base_ = 0;
+  // This device's incarnation (Packet::src_epoch), different for every device.
+  uint32_t epoch_ = 0;
   bool have_last_peer_ = false;
   Gid last_peer_{};  // the last entry added to responded_peers_ (saves a lookup per response)
   // This device expects loss (a lossy fabric or a fault plan): the RTO floor is min_rto_us.
   bool may_lose_ = true;
   bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
-  // At-most-once: executed (peer, token) -> status, bounded FIFO.
+  // At-most-once: executed (peer, its epoch ^ token) -> status, bounded FIFO.
   struct KeyHash {
     size_t operator()(const std::pair<Gid, uint64_t>& k) const {
       uint64_t h = k.second * 0x9e3779b97f4a7c15ull;

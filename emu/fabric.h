@@ -121,6 +121,9 @@ struct Packet {
   // one it answers, so that every answer times the path (no retransmission ambiguity).
   uint8_t attempt = 0;
   Gid src{};
+  // The sending device's incarnation: a device reopened under the same GID restarts its tokens,
+  // and a responder must not take its first requests for repeats of its predecessor's.
+  uint32_t src_epoch = 0;
   uint16_t src_qpn = 0;
   uint16_t dst_qpn = 0;
   uint32_t qkey = 0;
@@ -170,6 +173,10 @@ class Fabric {
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
 // have seen the old table has left before it returns.
+// 40 random bits drawn once per process (again in a child after fork()), for GIDs that must
+// differ between processes that share a fabric even where PIDs repeat (PID namespaces).
+uint64_t process_nonce();
+
 class InProcFabric : public Fabric {
  public:
   InProcFabric();

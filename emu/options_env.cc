@@ -96,11 +96,11 @@ int backend_env(BackendEnv* e, std::string* error) {
   }
   const char* f = env("FI_EFA_EMU_FABRIC");
   std::string kind = f ? f : "";
-  if (kind == "shm") {
-    e->fabric = FabricKind::kShm;
+  if (kind == "inproc") {
+    e->fabric = FabricKind::kInProc;
   } else if (kind == "udp") {
     e->fabric = FabricKind::kUdp;
-  } else if (!kind.empty() && kind != "inproc") {
+  } else if (!kind.empty() && kind != "shm") {
     if (error != nullptr) *error = "FI_EFA_EMU_FABRIC: not inproc, shm or udp: '" + kind + "'";
     return -EINVAL;
   }

@@ -98,6 +98,7 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
   p.may_repeat = true;
   p.imm = r.imm;
   p.src = gid_;
+  p.src_epoch = epoch_;
   p.src_qpn = static_cast<uint16_t>(qp->qpn_);
   p.dst_qpn = r.dest_qpn;
   p.qkey = r.qkey;
@@ -161,7 +162,6 @@ void DeviceImpl::start_op(TxOp&& op) {
   } else {
     idx = static_cast<uint32_t>(op_slots_.size());
     op_slots_.emplace_back();
-    op_slots_.back().gen = gen_base_;
   }
   OpSlot& slot = op_slots_[idx];
   slot.gen++;

@@ -68,7 +68,7 @@ void DeviceImpl::handle_request(Packet& pkt) {
   auto reply = [&](uint8_t status, bool remember) {
     resp.status = status;
     if (remember && pkt.may_repeat) {
-      auto key = std::make_pair(pkt.src, pkt.token);
+      auto key = std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32);
       executed_[key] = status;
       executed_order_.push_back(key);
       if (executed_order_.size() > 4096) {
@@ -109,7 +109,7 @@ void DeviceImpl::handle_request(Packet& pkt) {
   };
   // At-most-once: a retransmitted SEND/WRITE that already executed gets its first answer again.
   if (pkt.may_repeat && pkt.op != EFA_IO_RDMA_READ) {
-    auto it = executed_.find(std::make_pair(pkt.src, pkt.token));
+    auto it = executed_.find(std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32));
     if (it != executed_.end()) return reply(it->second, false);
   }
   EmuQp* qp = qp_by_num(pkt.dst_qpn);
