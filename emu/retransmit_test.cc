@@ -47,6 +47,7 @@ class Retransmit : public ::testing::Test {
   void open(uint32_t min_rto_us, uint32_t response_timeout_us, uint32_t max_retransmits,
             At faults_at = At::kRequester) {
     auto fabric = std::make_shared<InProcFabric>();
+    fabric_ = fabric;
     DeviceOptions oa = inline_options(fabric), ob = inline_options(fabric);
     oa.step_clock_ns = ob.step_clock_ns = kPassNs;
     if (faults_at == At::kRequester) oa.faults = &hooks_;
@@ -111,6 +112,7 @@ class Retransmit : public ::testing::Test {
   } responder_hooks_;
   Node a_, b_;
   Ah* ab_ = nullptr;
+  std::shared_ptr<Fabric> fabric_;
 };
 
 TEST_F(Retransmit, TimeoutFollowsTheMeasuredRoundTrip) {
@@ -230,6 +232,49 @@ TEST_F(Retransmit, ACleanPathSendsEachRequestOnce) {
   EXPECT_EQ(a_.dev->stats().retransmits, 0u);
   EXPECT_EQ(a_.dev->stats().packets_tx, 64u);
   EXPECT_EQ(b_.dev->stats().packets_tx, 64u);
+}
+
+TEST_F(Retransmit, AReopenedRequesterIsNotTakenForItsPredecessor) {
+  // A device reopened under the same GID numbers its requests as its predecessor did; the
+  // responder, which remembers what it executed, must still run them.
+  open(10, 200000, 3, At::kNone);
+  b_.rq.post(1, {{b_.at(0), 64, b_.mr->lkey()}});
+  b_.rq.post(2, {{b_.at(64), 64, b_.mr->lkey()}});
+  Wqe s = send_wqe(40, ab_->ahn(), static_cast<uint16_t>(b_.qp->qpn()), b_.qkey);
+  add_sge(&s, a_.addr(0), 64, a_.mr->lkey());
+  a_.sq.post(s);
+  efa_io_rx_cdesc_ex c;
+  uint64_t passes = 0;
+  ASSERT_TRUE(next(&c, &passes));
+  ASSERT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  const Gid ga = a_.dev->gid();
+  a_.dev.reset();
+  Node a2;
+  DeviceOptions o = inline_options(fabric_);
+  o.step_clock_ns = kPassNs;
+  o.has_gid = true;
+  o.gid = ga;
+  a2.open(o);
+  a2.make_qp();
+  bring_up(a2.qp, a2.qkey);
+  Gid gb = b_.dev->gid();
+  Ah* ah = nullptr;
+  ASSERT_EQ(a2.dev->create_ah(a2.pd, gb.data(), &ah), 0);
+  Wqe s2 = send_wqe(41, ah->ahn(), static_cast<uint16_t>(b_.qp->qpn()), b_.qkey);
+  add_sge(&s2, a2.addr(0), 64, a2.mr->lkey());
+  a2.sq.post(s2);
+  bool done = false;
+  for (int i = 0; i < 100000 && !done; ++i) {
+    done = a2.cqr.poll(&c);
+    a2.dev->step(64);
+    b_.dev->step(64);
+  }
+  ASSERT_TRUE(done);
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  efa_io_rx_cdesc_ex r;
+  ASSERT_TRUE(b_.cqr.poll(&r));
+  ASSERT_TRUE(b_.cqr.poll(&r)) << "the second SEND was answered from memory, not received";
+  EXPECT_EQ(b_.dev->qp_stats()[0].rx_cqes, 2u);
 }
 
 }  // namespace
