@@ -1,7 +1,9 @@
 // Registers the emulated device as backend "emu". FI_EFA_EMU_DEVICES (default 1, at most 64)
 // sets how many devices it offers. FI_EFA_EMU_FABRIC picks the wire they share:
-//   inproc (default)  devices of this process only
-//   shm               processes of this user on this host (emu/net/shm_fabric.h)
+//   shm (default)     processes of this user on this host (emu/net/shm_fabric.h), as every
+//                     process of a real EFA host shares its NIC; devices of one process reach
+//                     each other directly, without the mailbox
+//   inproc            devices of this process only
 //   udp               hosts; FI_EFA_EMU_UDP_ADDR=ipv4[:port] is the local endpoint (default
 //                     127.0.0.1, any port), and GIDs encode it (emu/net/udp_fabric.h)
 // FI_EFA_EMU_FABRIC_KEY separates fabrics; FI_EFA_EMU_TIMEOUT_MS bounds how long an operation
@@ -32,7 +34,7 @@ int device_count() {
   return e.devices;
 }
 
-// The process-wide fabric FI_EFA_EMU_FABRIC names (null: the in-process default), created on
+// The process-wide fabric FI_EFA_EMU_FABRIC names (null: the in-process fabric), created on
 // first use. *udp is set for the UDP fabric, whose GIDs come from its endpoint.
 int process_fabric(std::shared_ptr<Fabric>* fabric_p, std::shared_ptr<net::UdpFabric>* udp) {
   static std::mutex mu;
@@ -69,15 +71,18 @@ int process_fabric(std::shared_ptr<Fabric>* fabric_p, std::shared_ptr<net::UdpFa
   return 0;
 }
 
-// GIDs are fixed per (process, index) so that enumerate() can report them before opening.
+// GIDs are fixed per (process, index) so that enumerate() can report them before opening; the
+// process part is random (process_nonce), since PIDs repeat across PID namespaces that share
+// /dev/shm (concurrent sandboxed tests). A reopened device keeps its GID: the shm fabric sends
+// to its new mailbox at once, and its tokens differ from its predecessor's (device_impl.h).
 Gid device_gid(int index) {
   std::shared_ptr<Fabric> f;
   std::shared_ptr<net::UdpFabric> udp;
   if (process_fabric(&f, &udp) == 0 && udp) return udp->gid(static_cast<uint8_t>(index));
-  uint32_t pid = static_cast<uint32_t>(getpid());
-  return Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'e', static_cast<uint8_t>(pid >> 16),
-             static_cast<uint8_t>(pid >> 8), static_cast<uint8_t>(pid), 0, 0,
-             static_cast<uint8_t>(index)};
+  uint64_t n = process_nonce();
+  return Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'e', static_cast<uint8_t>(n >> 32),
+             static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 8),
+             static_cast<uint8_t>(n), static_cast<uint8_t>(index)};
 }
 
 class EmuBackend : public backend::Backend {

@@ -42,6 +42,15 @@ DeviceImpl::DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shar
   for (auto& v : stats_.v) v.store(0, std::memory_order_relaxed);
   if (opt_.trace) trace_.reset(new Trace(name_, opt_.trace_capacity));
   may_lose_ = opt_.faults != nullptr || !fabric_->lossless();
+  max_rto_ns_ = std::max<uint64_t>(opt_.response_timeout_us, 1) * 1000;
+  uint64_t floor_us = std::max(opt_.min_rto_us, 1u);
+  if (!may_lose_) floor_us = std::max<uint64_t>(floor_us, opt_.initial_rto_us);
+  min_rto_ns_ = std::min(floor_us * 1000, max_rto_ns_);
+  initial_rto_ns_ = std::min(std::max<uint64_t>(uint64_t{opt_.initial_rto_us} * 1000, min_rto_ns_), max_rto_ns_);
+  silence_limit_ns_ = max_rto_ns_ * (uint64_t{opt_.max_retransmits} + 1);
+  // Any value will do as long as successive devices differ; the clock and the address mix both.
+  uint64_t mix = (now_ns() ^ reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
+  epoch_ = static_cast<uint32_t>(mix >> 32);
   borrow_payloads_ = fabric_->copies_on_send();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }
@@ -156,9 +165,9 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
   Gid gid = o.gid;
   if (!o.has_gid) {
     // Link-local fe80::/64 with an interface id unique to this process and device.
-    uint32_t pid = static_cast<uint32_t>(getpid());
-    gid = Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'x', static_cast<uint8_t>(pid >> 16),
-              static_cast<uint8_t>(pid >> 8), static_cast<uint8_t>(pid), static_cast<uint8_t>(seq >> 16),
+    uint64_t n = process_nonce();
+    gid = Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 'x', static_cast<uint8_t>(n >> 16),
+              static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n), static_cast<uint8_t>(seq >> 16),
               static_cast<uint8_t>(seq >> 8), static_cast<uint8_t>(seq)};
   }
   // The fault plan: hooks win over a plan; a plan that does nothing installs no hooks.
@@ -181,7 +190,11 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
         o.response_timeout_us = static_cast<uint32_t>(std::max<uint64_t>(total / 17, 1));
       }
       plan.reset(new faults::FaultPlan(spec, o.step_clock_ns != 0 ? 0 : now_ns()));
-      plan->personalize(name);
+      // Each device's faults are its own: the name alone would give the devices of two
+      // processes (each called efa_emu0) the same fault sequence. The PID, unlike the GID's
+      // random part, repeats from run to run where PIDs do (a sandbox), so a seed there
+      // reproduces its faults.
+      plan->personalize(name + "/" + std::to_string(getpid()));
       o.faults = plan.get();
     }
   }

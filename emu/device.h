@@ -92,8 +92,18 @@ struct DeviceOptions {
   uint32_t max_cq = 2048;
   uint32_t rnr_delay_us = 20;        // wait before an RNR retry
   uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
-  uint32_t response_timeout_us = 200000;  // request without response -> retransmit
-  uint32_t max_retransmits = 3;      // then UNRESP_REMOTE
+  // An operation whose peer stays silent for response_timeout_us x (max_retransmits + 1), and
+  // was asked at least max_retransmits times meanwhile, completes with UNRESP_REMOTE. Requests
+  // are retransmitted on every fabric, after a retransmission timeout measured per peer (RFC
+  // 6298: smoothed RTT + 4 x RTT variance, doubled on each timeout, at most response_timeout_us),
+  // and at once when responses to three requests sent later have come back first (fast
+  // retransmit). The floor is min_rto_us where this device expects loss (a fault plan, a lossy
+  // fabric) and at least initial_rto_us elsewhere, so that a peer that is only slow to be
+  // scheduled is rarely sent a request twice. Responders answer a repeat without running it.
+  uint32_t response_timeout_us = 200000;
+  uint32_t max_retransmits = 3;
+  uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
+  uint32_t initial_rto_us = 1000;    // RTO towards a peer before its first RTT sample
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
   uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this

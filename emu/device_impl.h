@@ -5,6 +5,7 @@
 //   qp_state.cc     the QP state machine, failing a QP, flushing its queues
 //   doorbells.cc    the doorbell page and what a changed doorbell means
 //   requester.cc    SQ processing, WQE execution, sending, timers, responses
+//   retransmit.cc   retransmission timed by the measured round trip, fast retransmit
 //   responder.cc    arriving packets: receive WQEs, executing requests, answering
 //   completions.cc  CQE writing (delays, overruns), TX/RX completions, counters
 //   engine.cc       the engine pass, packet arrival and fault decisions, the engine thread
@@ -51,6 +52,7 @@ namespace xpufab {
 namespace emu {
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
+constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
 
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -161,8 +163,17 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void receive_datagram(Packet& pkt);
   void handle_response(Packet& pkt);
   void fire_timers();
-  // Response timeouts share one duration, so they expire in arming order and a FIFO suffices;
-  // RNR and unreachable timers go to the heap.
+  // Retransmission (retransmit.cc, PeerPath in objects.h): arms the op's timeout after a
+  // transmission, times the path and fast-retransmits from an answer, and expires a timeout.
+  void arm_rto(TxOp* op, uint64_t token);
+  void on_answer(TxOp* op, uint8_t attempt);
+  void on_late_answer(const Packet& pkt);
+  void remember_done(const TxOp& op, uint64_t token);
+  void sample_rtt(PeerPath* path, uint64_t r);
+  void rto_expired(TxOp* op, uint64_t token);
+  void retransmit(TxOp* op, uint64_t token);
+  // Timers go to the heap; fifo (timers that share one duration, so that they expire in arming
+  // order) to a FIFO.
   void arm_timer(uint64_t token, uint64_t when, bool fifo);
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
@@ -242,6 +253,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void erase_op(uint64_t token) {
     uint32_t idx = static_cast<uint32_t>(token);
     OpSlot& s = op_slots_[idx];
+    if (s.op.path != nullptr && s.op.tx_seq != 0) s.op.path->in_flight.erase(s.op.tx_seq);
     s.used = false;
     s.op = TxOp();
     op_free_.push_back(idx);
@@ -251,13 +263,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   std::deque<Timer> response_timers_;
   std::set<Gid> responded_peers_;
+  std::map<Gid, PeerPath> paths_;  // peers requests went to
+  uint64_t tx_seq_ = 0;
+  uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
+  uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive
+  // This device's incarnation (Packet::src_epoch), different for every device.
+  uint32_t epoch_ = 0;
   bool have_last_peer_ = false;
   Gid last_peer_{};  // the last entry added to responded_peers_ (saves a lookup per response)
-  // Packets can be lost (lossy fabric or a fault plan): requests are kept for retransmission
-  // and responders remember what they executed.
+  // This device expects loss (a lossy fabric or a fault plan): the RTO floor is min_rto_us.
   bool may_lose_ = true;
   bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
-  // At-most-once: executed (peer, token) -> status, bounded FIFO.
+  // At-most-once: executed (peer, its epoch ^ token) -> status, bounded FIFO.
   struct KeyHash {
     size_t operator()(const std::pair<Gid, uint64_t>& k) const {
       uint64_t h = k.second * 0x9e3779b97f4a7c15ull;

@@ -1,6 +1,10 @@
 #include "emu/fabric.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <mutex>
+#include <random>
 #include <thread>
 
 namespace xpufab {
@@ -61,6 +65,21 @@ int InProcFabric::send(const Gid& dst, Packet&& pkt) {
   }
   s.in_flight.fetch_sub(1, std::memory_order_release);
   return rc;
+}
+
+uint64_t process_nonce() {
+  static std::mutex mu;
+  static pid_t drawn_for = -1;
+  static uint64_t nonce = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  pid_t pid = getpid();
+  if (drawn_for != pid) {
+    std::random_device rd;
+    uint64_t r = (uint64_t{rd()} << 32 | rd()) ^ static_cast<uint64_t>(pid) * 0x9e3779b97f4a7c15ull;
+    nonce = r & ((uint64_t{1} << 40) - 1);
+    drawn_for = pid;
+  }
+  return nonce;
 }
 
 std::shared_ptr<InProcFabric> InProcFabric::process_fabric() {

@@ -115,7 +115,16 @@ struct Packet {
   uint8_t op = 0;           // efa_io_send_op_type
   uint8_t status = 0;       // response: efa_io_comp_status seen by the requester
   bool has_imm = false;
+  // A request its sender may send again (it retransmits after a timeout): the responder then
+  // remembers what it executed, so that a repeat is answered, not run twice.
+  bool may_repeat = false;
+  // Requests that may repeat: the sender's transmission number (mod 64); a response echoes the
+  // one it answers, so that every answer times the path (no retransmission ambiguity).
+  uint8_t attempt = 0;
   Gid src{};
+  // The sending device's incarnation: a device reopened under the same GID restarts its tokens,
+  // and a responder must not take its first requests for repeats of its predecessor's.
+  uint32_t src_epoch = 0;
   uint16_t src_qpn = 0;
   uint16_t dst_qpn = 0;
   uint32_t qkey = 0;
@@ -165,6 +174,10 @@ class Fabric {
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
 // have seen the old table has left before it returns.
+// 40 random bits drawn once per process (again in a child after fork()), for GIDs that must
+// differ between processes that share a fabric even where PIDs repeat (PID namespaces).
+uint64_t process_nonce();
+
 class InProcFabric : public Fabric {
  public:
   InProcFabric();

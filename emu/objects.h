@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,30 @@ class EmuCq : public backend::Cq {
 
 enum class OpState : uint8_t { kAwaitResponse, kRnrWait, kUnreachable };
 
+// What a requester knows of the path to one peer (RFC 6298): the smoothed round-trip time and
+// its variance, the retransmission timeout they give (kept backed off after a timeout until a
+// new sample), and the requests awaiting a response in the order of their last transmission,
+// for fast retransmit. Every fabric has one per peer: none is assumed lossless, because a
+// responder's fault plan, a full or replaced mailbox or a failed send lose packets on any wire.
+struct PeerPath {
+  bool have_rtt = false;
+  uint64_t srtt_ns = 0;
+  uint64_t rttvar_ns = 0;
+  uint64_t rto_ns = 0;
+  uint64_t rtt_high_ns = 0;  // the slowest recent answer (decays by 1/256 per sample)
+  std::map<uint64_t, uint64_t> in_flight;  // transmission sequence -> token
+  // Requests completed lately and when their transmissions left: an answer that comes after
+  // the op completed (to a transmission that was only delayed) still times the path, so that
+  // delays are learnt rather than hidden by the retransmissions they cause.
+  struct Done {
+    uint64_t token = 0;
+    uint32_t attempts = 0;
+    uint64_t sent_at[4] = {};
+  };
+  Done done[64];
+  uint32_t done_next = 0;
+};
+
 struct TxOp {
   EmuQp* qp = nullptr;
   uint16_t req_id = 0;
@@ -112,6 +137,16 @@ struct TxOp {
   uint32_t rnr_tries = 0;
   uint32_t retransmits = 0;
   uint64_t deadline_ns = 0;
+  // Retransmission (see PeerPath).
+  PeerPath* path = nullptr;
+  uint64_t silent_since_ns = 0;  // first transmission since the peer last answered this op
+  uint64_t sent_ns = 0;          // last transmission
+  uint64_t sent_at[4] = {};      // times of the last four transmissions, by attempt & 3
+  uint32_t attempts = 0;         // transmissions so far
+  uint64_t rto_ns = 0;           // this op's timeout, doubled at each expiry
+  uint64_t tx_seq = 0;           // key of the last transmission in path->in_flight
+  uint32_t later_answered = 0;   // answers to requests sent after this one's last transmission
+  uint32_t unanswered = 0;       // retransmissions since the peer last answered this op
 };
 
 class EmuQp : public backend::Qp {

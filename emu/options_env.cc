@@ -73,6 +73,16 @@ int device_options_from_env(DeviceOptions* o, std::string* error) {
     o->trace_capacity = static_cast<size_t>(v);
   }
   if (const char* st = env("FI_EFA_EMU_STATS")) o->stats_prefix = st;
+  if (const char* r = env("FI_EFA_EMU_MIN_RTO_US")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(r, &end, 10);
+    if (end == r || *end != '\0' || v == 0 || v > (1u << 30)) {
+      *error = std::string("FI_EFA_EMU_MIN_RTO_US: not a positive number: '") + r + "'";
+      return -EINVAL;
+    }
+    o->min_rto_us = static_cast<uint32_t>(v);
+    o->initial_rto_us = std::max(o->initial_rto_us, o->min_rto_us);
+  }
   return 0;
 }
 
@@ -86,11 +96,11 @@ int backend_env(BackendEnv* e, std::string* error) {
   }
   const char* f = env("FI_EFA_EMU_FABRIC");
   std::string kind = f ? f : "";
-  if (kind == "shm") {
-    e->fabric = FabricKind::kShm;
+  if (kind == "inproc") {
+    e->fabric = FabricKind::kInProc;
   } else if (kind == "udp") {
     e->fabric = FabricKind::kUdp;
-  } else if (!kind.empty() && kind != "inproc") {
+  } else if (!kind.empty() && kind != "shm") {
     if (error != nullptr) *error = "FI_EFA_EMU_FABRIC: not inproc, shm or udp: '" + kind + "'";
     return -EINVAL;
   }

@@ -11,9 +11,10 @@
 //   FI_EFA_EMU_TRACE=prefix               trace, written to <prefix>.<device>.json/.txt
 //   FI_EFA_EMU_TRACE_MAX=N                events the trace keeps (N > 0)
 //   FI_EFA_EMU_STATS=prefix               statistics, written to <prefix>.<device>.stats
+//   FI_EFA_EMU_MIN_RTO_US=N               the retransmission timeout's floor (N > 0, default 10)
 // Backend:
 //   FI_EFA_EMU_DEVICES=N                  devices offered (default 1, clamped to 1..64)
-//   FI_EFA_EMU_FABRIC=inproc|shm|udp      the wire the devices share (default inproc)
+//   FI_EFA_EMU_FABRIC=shm|inproc|udp      the wire the devices share (default shm)
 //   FI_EFA_EMU_UDP_ADDR=ipv4[:port]       the UDP fabric's local endpoint
 //   FI_EFA_EMU_TIMEOUT_MS=N               bound on an operation to a silent peer (0: default)
 //   FI_EFA_EMU_ENGINE_THREAD=0            devices without an engine thread (manual progress)
@@ -42,14 +43,14 @@ int profile_from_env(const Profile** profile_p);
 
 // Applies the device variables to *options. 0, or -EINVAL with *error naming the variable and
 // its bad value (an unknown profile or cap, a fault plan that does not parse or a file that
-// cannot be read, a TRACE_MAX that is not a positive number).
+// cannot be read, a TRACE_MAX or MIN_RTO_US that is not a positive number).
 int device_options_from_env(DeviceOptions* options, std::string* error);
 
 enum class FabricKind : uint8_t { kInProc, kShm, kUdp };
 
 struct BackendEnv {
   int devices = 1;
-  FabricKind fabric = FabricKind::kInProc;
+  FabricKind fabric = FabricKind::kShm;
   bool has_udp_addr = false;
   std::string udp_addr;    // ipv4 text
   uint16_t udp_port = 0;   // 0: any (also when FI_EFA_EMU_UDP_ADDR names no port)

@@ -1,5 +1,6 @@
 // The requester: fetching WQEs from the SQ, executing them (wqe_decode.h parses the bytes), sending
-// request packets, response and RNR timers with retransmission, and handling responses.
+// request packets, response and RNR timers (retransmission itself: retransmit.cc), and handling
+// responses.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -95,8 +96,10 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
   p.type = PacketType::kRequest;
   p.op = r.op;
   p.has_imm = r.has_imm;
+  p.may_repeat = true;
   p.imm = r.imm;
   p.src = gid_;
+  p.src_epoch = epoch_;
   p.src_qpn = static_cast<uint16_t>(qp->qpn_);
   p.dst_qpn = r.dest_qpn;
   p.qkey = r.qkey;
@@ -138,8 +141,10 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       if (r.op == EFA_IO_RDMA_READ) {
         t.read_dst = host;
       } else {
-        if (borrow_payloads_ && !may_lose_ && !r.has_imm && lm.length > Payload::kInline) {
-          // Sent once, right now, and copied by the fabric: read the MR directly.
+        if (borrow_payloads_ && lm.length > Payload::kInline) {
+          // The fabric copies at each send, and the buffer stays unchanged until the op
+          // completes: read the MR directly, for retransmissions too (as a NIC re-reads host
+          // memory).
           p.payload.view(host, lm.length);
         } else {
           p.payload.assign(host, host + lm.length);
@@ -166,6 +171,10 @@ void DeviceImpl::start_op(TxOp&& op) {
   uint64_t token = token_of(idx);
   op.pkt.token = token;
   op.qp->outstanding++;
+  PeerPath& path = paths_[op.dst];
+  if (path.rto_ns == 0) path.rto_ns = initial_rto_ns_;
+  op.path = &path;
+  op.silent_since_ns = step_now_;
   slot.op = std::move(op);
   send_packet(&slot.op, token);
 }
@@ -180,6 +189,9 @@ void DeviceImpl::arm_timer(uint64_t token, uint64_t when, bool fifo) {
 
 void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   uint64_t now = step_now_;
+  op->pkt.attempt = static_cast<uint8_t>(op->attempts & 63);
+  op->sent_at[op->attempts & 3] = now;
+  op->attempts++;
   bool drop = false;
   if (opt_.faults != nullptr) {
     FaultContext c{FaultPoint::kPacketOut, op->qp->qpn_, 0, op->op, false, 0};
@@ -198,13 +210,22 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   }
   int rc = 0;
   if (!drop) {
-    // Only SEND and write-with-immediate can meet RNR and be sent again on a lossless fabric.
-    bool keep = may_lose_ || op->op == EFA_IO_SEND || (op->op == EFA_IO_RDMA_WRITE && op->pkt.has_imm);
-    if (keep) {
-      Packet copy = op->pkt;
-      rc = fabric_->send(op->dst, std::move(copy));
+    // The request is kept for retransmission; a borrowed payload is lent again, not copied.
+    Packet copy;
+    if (op->pkt.payload.borrowed()) {
+      Payload lent = std::move(op->pkt.payload);
+      copy = op->pkt;
+      copy.payload.view(lent.data(), lent.size());
+      op->pkt.payload = std::move(lent);
     } else {
-      rc = fabric_->send(op->dst, std::move(op->pkt));
+      copy = op->pkt;
+    }
+    rc = fabric_->send(op->dst, std::move(copy));
+    if (rc != 0 && rc != -EHOSTUNREACH) {
+      // Not delivered (a mailbox that stayed full, a send that failed): lost like a dropped
+      // packet, and retransmitted when its timeout expires.
+      bump(kDropped);
+      op->qp->qs.dropped_packets++;
     }
   } else {
     bump(kDropped);
@@ -215,9 +236,7 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
     op->deadline_ns = now + uint64_t{opt_.unreach_timeout_us} * 1000;
     arm_timer(token, op->deadline_ns, false);
   } else {
-    op->state = OpState::kAwaitResponse;
-    op->deadline_ns = now + uint64_t{opt_.response_timeout_us} * 1000;
-    arm_timer(token, op->deadline_ns, true);
+    arm_rto(op, token);
   }
 }
 
@@ -246,17 +265,13 @@ void DeviceImpl::fire_timers() {
         send_packet(&op, t.second);
         break;
       case OpState::kAwaitResponse:
-        if (op.retransmits < opt_.max_retransmits) {
-          op.retransmits++;
-          if (may_lose_) {
-            bump(kRetransmits);
-            op.qp->qs.retransmits++;
-            if (trace_) tr(TraceKind::kRetransmit, op.qp->qpn_, op.retransmits, op.op, 0, 0, 0, t.second);
-            send_packet(&op, t.second);
+        // Unresponsive: silent for the limit, and asked max_retransmits times meanwhile (an
+        // engine that did not run for a while has not given the peer its chances).
+        if (now - op.silent_since_ns < silence_limit_ns_ || op.unanswered < opt_.max_retransmits) {
+          if (op.later_answered >= kAnswersBeforeFastRetransmit) {
+            retransmit(&op, t.second);  // overtaken by later answers (see on_answer)
           } else {
-            // Nothing is lost on this fabric: keep waiting for the slow peer.
-            op.deadline_ns = now + uint64_t{opt_.response_timeout_us} * 1000;
-            arm_timer(t.second, op.deadline_ns, true);
+            rto_expired(&op, t.second);
           }
           break;
         }
@@ -279,8 +294,12 @@ void DeviceImpl::fire_timers() {
 
 void DeviceImpl::handle_response(Packet& pkt) {
   TxOp* found = find_op(pkt.token);
-  if (found == nullptr) return;  // flushed, timed out or a duplicate answer
+  if (found == nullptr) {  // flushed, timed out or a duplicate answer
+    on_late_answer(pkt);
+    return;
+  }
   TxOp& op = *found;
+  on_answer(&op, pkt.attempt);
   if (!have_last_peer_ || last_peer_ != pkt.src) {
     responded_peers_.insert(pkt.src);
     last_peer_ = pkt.src;
@@ -308,6 +327,7 @@ void DeviceImpl::handle_response(Packet& pkt) {
   }
   EmuQp* qp = op.qp;
   qp->outstanding--;
+  remember_done(op, pkt.token);
   complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
   erase_op(pkt.token);
 }

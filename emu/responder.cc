@@ -1,5 +1,5 @@
 // The responder: packets arriving from the fabric, receive WQEs taken from the RQ, requests
-// executed (at most once on a lossy fabric) and answered.
+// executed (at most once: a repeated request gets the first answer again) and answered.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -64,10 +64,11 @@ void DeviceImpl::handle_request(Packet& pkt) {
   resp.src = gid_;
   resp.src_qpn = pkt.dst_qpn;
   resp.dst_qpn = pkt.src_qpn;
+  resp.attempt = pkt.attempt;
   auto reply = [&](uint8_t status, bool remember) {
     resp.status = status;
-    if (remember && may_lose_) {
-      auto key = std::make_pair(pkt.src, pkt.token);
+    if (remember && pkt.may_repeat) {
+      auto key = std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32);
       executed_[key] = status;
       executed_order_.push_back(key);
       if (executed_order_.size() > 4096) {
@@ -100,11 +101,15 @@ void DeviceImpl::handle_request(Packet& pkt) {
       tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
          static_cast<uint32_t>(resp.payload.size()), pkt.token);
     }
-    fabric_->send(pkt.src, std::move(resp));
+    if (fabric_->send(pkt.src, std::move(resp)) != 0) {
+      // Lost on the way back; the requester retransmits and gets the remembered answer.
+      bump(kDropped);
+      if (rqp != nullptr) rqp->qs.dropped_packets++;
+    }
   };
   // At-most-once: a retransmitted SEND/WRITE that already executed gets its first answer again.
-  if (may_lose_ && pkt.op != EFA_IO_RDMA_READ) {
-    auto it = executed_.find(std::make_pair(pkt.src, pkt.token));
+  if (pkt.may_repeat && pkt.op != EFA_IO_RDMA_READ) {
+    auto it = executed_.find(std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32));
     if (it != executed_.end()) return reply(it->second, false);
   }
   EmuQp* qp = qp_by_num(pkt.dst_qpn);

@@ -3,7 +3,7 @@
 // device as its FaultHooks (emu/fault.h).
 //
 // Grammar: items separated by ';' (or newlines in a file; '#' starts a comment), each key=value.
-//   seed=N                  random stream of this plan (per device: mixed with the device GID)
+//   seed=N                  random stream of this plan (per device: mixed with its name and PID)
 //   drop=P                  packets lost on arrival (P in [0,1] or a percentage "10%")
 //   dup=P                   packets that arrive twice
 //   corrupt=P               packets with one flipped bit; the checksum drops them
@@ -109,8 +109,8 @@ class FaultPlan : public FaultHooks {
   explicit FaultPlan(const PlanSpec& spec, uint64_t start_ns = 0);
   FaultDecision at(const FaultContext& ctx) override;
   const PlanSpec& spec() const { return spec_; }
-  // Mixes the device name into the random stream, so that devices sharing one plan
-  // text do not make identical choices.
+  // Mixes the device's identity (name and PID) into the random stream, so that devices sharing
+  // one plan text, in one process or several, do not make identical choices.
   void personalize(const std::string& device);
   uint64_t injected() const { return injected_; }
 

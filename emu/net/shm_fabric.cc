@@ -29,10 +29,13 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the closed mark
 constexpr size_t kRingOffset = 4096;
 
-enum Stat { kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed };
+enum Stat {
+  kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
+  kReopened
+};
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -85,6 +88,7 @@ struct ShmFabric::Mailbox {
   alignas(64) std::atomic<uint32_t> wake_seq;
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= kRingOffset, "mailbox header fits its page");
 
@@ -234,6 +238,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->head.store(0);
   mb->wake_seq.store(0);
   mb->sleeping.store(0);
+  mb->closed.store(0);
   mb->ready.store(1, std::memory_order_release);
 
   Local* lp = l.get();
@@ -364,7 +369,9 @@ void ShmFabric::detach(const Gid& gid) {
   if (l->thread.joinable()) l->thread.join();
   // A poller that took the ring before the entry left the table finishes first.
   while (l->consuming.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  // Closed first: a sender that still maps this file looks for a successor on its next send.
   // Unlink before unlocking so that no sender mistakes the file for a stale one it must sweep.
+  l->mb->closed.store(1, std::memory_order_seq_cst);
   unlink(l->path.c_str());
   munmap(l->mb, l->map_len);
   close(l->fd);
@@ -398,6 +405,7 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
   peer->map_len = static_cast<size_t>(st.st_size);
   Mailbox* mb = peer->mb;
   if (mb->ready.load(std::memory_order_acquire) != 1 || mb->magic != kMagic || mb->version != kVersion ||
+      mb->closed.load(std::memory_order_acquire) != 0 ||
       mb->capacity + kRingOffset > peer->map_len || (mb->capacity & (mb->capacity - 1)) != 0) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
@@ -436,10 +444,48 @@ void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
   if (it != peers_.end() && it->second == p) peers_.erase(it);
 }
 
+int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
+  std::lock_guard<std::mutex> lock(locals_mu_);
+  auto it = locals_.find(dst);
+  if (it == locals_.end()) return 0;
+  // The receiver keeps the packet: what the sender only lent is copied now, as a mailbox would.
+  if (pkt->payload.borrowed()) {
+    Payload owned(pkt->payload);
+    pkt->payload = std::move(owned);
+  }
+  st_[kLocal].fetch_add(1, std::memory_order_relaxed);
+  st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
+  st_[kBytesTx].fetch_add(pkt->payload.size(), std::memory_order_relaxed);
+  it->second->sink->deliver(std::move(*pkt));
+  return 1;
+}
+
 int ShmFabric::send(const Gid& dst, Packet&& pkt) {
+  if (send_local(dst, &pkt) == 1) return 0;
+  bool closed = false;
+  int rc = send_remote(dst, &pkt, &closed);
+  if (closed) {
+    // The owner detached; a device that came back under this GID has a new mailbox.
+    st_[kReopened].fetch_add(1, std::memory_order_relaxed);
+    rc = send_remote(dst, &pkt, &closed);
+    if (closed) rc = -EHOSTUNREACH;
+  }
+  return rc;
+}
+
+int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
+  Packet& pkt = *pktp;
+  *closed = false;
   std::shared_ptr<Peer> peer;
   int rc = open_peer(dst, &peer);
   if (rc != 0) return rc;
+  if (peer->mb->closed.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::shared_mutex> lock(peers_mu_);
+    auto it = peers_.find(dst);
+    if (it != peers_.end() && it->second == peer) peers_.erase(it);
+    *closed = true;
+    return -EHOSTUNREACH;
+  }
   if (!peer_alive(peer.get(), false)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
@@ -479,7 +525,12 @@ int ShmFabric::send(const Gid& dst, Packet&& pkt) {
         drop_peer(dst, peer);
         return -EHOSTUNREACH;
       }
-      if (now - wait_start > uint64_t{opt_.full_timeout_ms} * 1000000) return -EHOSTUNREACH;
+      if (mb->closed.load(std::memory_order_acquire) != 0) {
+        // Closed while we waited: a partly written packet is dropped with its mailbox.
+        *closed = off == 0;
+        return -EHOSTUNREACH;
+      }
+      if (now - wait_start > uint64_t{opt_.full_timeout_ms} * 1000000) return -ENOBUFS;
       // Make sure the consumer is awake to drain, then give it the CPU.
       if (mb->sleeping.load(std::memory_order_seq_cst)) {
         mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
@@ -523,9 +574,10 @@ int ShmFabric::send(const Gid& dst, Packet&& pkt) {
 
 ShmFabricStats ShmFabric::stats() const {
   ShmFabricStats s;
-  uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx, &s.bytes_tx,
-                     &s.bytes_rx, &s.full_waits, &s.dead_peers, &s.stale_removed, &s.malformed};
-  for (int i = 0; i < 10; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+  uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,
+                     &s.bytes_tx, &s.bytes_rx, &s.full_waits, &s.dead_peers,
+                     &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened};
+  for (int i = 0; i < 12; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
   return s;
 }
 

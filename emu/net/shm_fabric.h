@@ -10,12 +10,19 @@
 //
 // Payload bytes are written into the receiver's ring once by the sender and copied out once by
 // the receiver; large packets are cut into fragments so that a packet may exceed the ring and
-// producers interleave.
+// producers interleave. A packet between two devices attached to the same fabric object (one
+// process) skips the mailbox: it goes straight to the receiving device, as on InProcFabric.
 //
 // Liveness: the owner holds an exclusive flock on its mailbox for its lifetime, and the kernel
 // drops it when the process dies. A sender that finds the lock free knows the owner is dead,
 // removes the file and reports -EHOSTUNREACH; attach() removes stale mailboxes of dead
 // processes. Different fabric keys (FI_EFA_EMU_FABRIC_KEY) use different directories.
+//
+// A detached mailbox is marked closed before its file goes, and a sender checks the mark on
+// every send: a device that detaches and attaches again under the same GID (a reopened device)
+// is reached in its new mailbox by the very next send, not after a liveness check.
+// A send that cannot place its packet within full_timeout_ms (a live receiver that does not
+// drain) fails with -ENOBUFS; the device retransmits it later.
 #ifndef XPUFAB_EMU_NET_SHM_FABRIC_H_
 #define XPUFAB_EMU_NET_SHM_FABRIC_H_
 
@@ -47,6 +54,8 @@ struct ShmFabricOptions {
 struct ShmFabricStats {
   uint64_t packets_tx, packets_rx, fragments_tx, fragments_rx, bytes_tx, bytes_rx;
   uint64_t full_waits, dead_peers, stale_removed, malformed;
+  uint64_t local_packets;  // delivered without a mailbox (both devices attached here)
+  uint64_t reopened;       // sends that found a closed mailbox and went to its successor
 };
 
 class ShmFabric : public Fabric {
@@ -74,6 +83,9 @@ class ShmFabric : public Fabric {
  private:
   explicit ShmFabric(const ShmFabricOptions& o);
   int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
+  // 1: delivered to a device of this fabric object; 0: not attached here.
+  int send_local(const Gid& dst, Packet* pkt);
+  int send_remote(const Gid& dst, Packet* pkt, bool* closed);
   bool peer_alive(Peer* p, bool force);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
@@ -85,11 +97,13 @@ class ShmFabric : public Fabric {
   std::string dir_;
   uint64_t sender_id_ = 0;  // this fabric instance in fragment headers
   std::atomic<uint64_t> next_msg_{1};
+  // Held while a packet is handed to a local device, so that none is handed one after its
+  // detach returned.
   std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
   std::shared_mutex peers_mu_;
   std::map<Gid, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
-  mutable std::atomic<uint64_t> st_[10] = {};
+  mutable std::atomic<uint64_t> st_[12] = {};
 };
 
 }  // namespace net

@@ -133,6 +133,62 @@ TEST(ShmFabric, AttachSweepsStaleMailboxOfTheSameGid) {
   EXPECT_EQ(a->stats().stale_removed, 1u);
 }
 
+// Two devices of one fabric object (one process) exchange packets without a mailbox, at once,
+// and a lent payload is copied for the receiver; other fabric objects still use the mailbox.
+TEST(ShmFabric, DevicesOfOneProcessSkipTheMailbox) {
+  std::shared_ptr<ShmFabric> a, b;
+  ASSERT_EQ(ShmFabric::create(opts("local"), &a), 0);
+  ASSERT_EQ(ShmFabric::create(opts("local"), &b), 0);
+  TestSink s1, s2, s3;
+  ASSERT_EQ(a->attach(gid_of(21), &s1), 0);
+  ASSERT_EQ(a->attach(gid_of(22), &s2), 0);
+  ASSERT_EQ(b->attach(gid_of(23), &s3), 0);
+  Packet big = make_packet(gid_of(21), 5, 100000);
+  std::vector<uint8_t> bytes(big.payload.data(), big.payload.data() + big.payload.size());
+  Packet lent = big;
+  lent.payload.view(bytes.data(), bytes.size());
+  ASSERT_EQ(a->send(gid_of(22), std::move(lent)), 0);
+  std::fill(bytes.begin(), bytes.end(), 0);
+  std::vector<Packet> got = s2.take();  // delivered inside send(): no wait
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_FALSE(got[0].payload.borrowed());
+  EXPECT_TRUE(packet_ok(got[0]));
+  EXPECT_EQ(a->stats().local_packets, 1u);
+  EXPECT_EQ(a->stats().fragments_tx, 0u);
+  ASSERT_EQ(a->send(gid_of(23), make_packet(gid_of(21), 6, 64)), 0);
+  ASSERT_EQ(s3.wait_for(1, 10000), 1u);
+  EXPECT_EQ(a->stats().local_packets, 1u);
+  EXPECT_GT(a->stats().fragments_tx, 0u);
+  // Detached: no longer local, and no mailbox either.
+  a->detach(gid_of(22));
+  EXPECT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 7, 64)), -EHOSTUNREACH);
+}
+
+// A GID that detaches and attaches again (a reopened device) is reached in its new mailbox by
+// the very next send of a sender that mapped the old one; nothing goes to the unlinked file.
+TEST(ShmFabric, AReattachedGidIsReachedAtOnce) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("reopen");
+  o.liveness_check_ms = 60000;  // only the closed mark can tell
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa;
+  ASSERT_EQ(a->attach(gid_of(31), &sa), 0);
+  for (int round = 0; round < 5; ++round) {
+    TestSink sb;
+    ASSERT_EQ(b->attach(gid_of(32), &sb), 0);
+    for (uint64_t t = 0; t < 3; ++t) ASSERT_EQ(a->send(gid_of(32), make_packet(gid_of(31), t, 300)), 0);
+    ASSERT_EQ(sb.wait_for(3, 10000), 3u) << "round " << round;
+    b->detach(gid_of(32));
+    // Odd rounds: a send while it is gone. Even rounds: none, so that the next round's first
+    // send meets the old mailbox still mapped.
+    if (round % 2 == 1) {
+      EXPECT_EQ(a->send(gid_of(32), make_packet(gid_of(31), 9, 10)), -EHOSTUNREACH);
+    }
+  }
+  EXPECT_EQ(a->stats().reopened, 4u);  // rounds 1 and 3: twice each
+  EXPECT_EQ(a->stats().dead_peers, 0u);
+}
 
 // A thread that drives the device drains the mailbox itself; the receive thread stays parked
 // meanwhile and takes over once polls stop. Borrowed payloads are copied inside send().

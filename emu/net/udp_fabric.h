@@ -4,11 +4,10 @@
 // address, 14-15 the port, byte 7 a device index), so a raw address learnt out of band is all a
 // sender needs; there is no table to keep in sync. Several devices share one socket.
 //
-// Why a reliability layer here and not only the device's. The device retransmits a whole packet
-// after response_timeout (200 ms) at most max_retransmits (3) times, with no back-off and no
-// flow control. That suits an occasional drop, not a wire where a 1 MiB RDMA travels as ~130
-// datagrams: one lost datagram would cost the whole packet, a few would fail it with UNRESP, and
-// a slow receiver would drop bursts at its socket. So each (sender, receiver) pair runs a small
+// Why a reliability layer here and not only the device's. The device retransmits whole packets
+// (on a timeout from the measured round trip, with back-off), with no flow control. That suits
+// an occasional drop, not a wire where a 1 MiB RDMA travels as ~130 datagrams: one lost
+// datagram would cost the whole packet, and a slow receiver would drop bursts at its socket. So each (sender, receiver) pair runs a small
 // selective-repeat protocol over datagrams: per-peer sequence numbers, cumulative + 64-bit
 // selective acks, retransmission timers with exponential back-off, duplicate suppression (each
 // sequence number is accepted once; fragments reassemble into packets delivered at most once,

@@ -39,6 +39,9 @@ Packet sample(size_t n) {
   p.op = 4;
   p.status = 13;
   p.has_imm = true;
+  p.may_repeat = true;
+  p.attempt = 45;
+  p.src_epoch = 0xdeadbeef;
   p.src = Gid{1, 2, 3};
   p.src_qpn = 7;
   p.dst_qpn = 9;
@@ -58,6 +61,9 @@ void expect_same(const Packet& a, const Packet& b) {
   EXPECT_EQ(a.op, b.op);
   EXPECT_EQ(a.status, b.status);
   EXPECT_EQ(a.has_imm, b.has_imm);
+  EXPECT_EQ(a.may_repeat, b.may_repeat);
+  EXPECT_EQ(a.attempt, b.attempt);
+  EXPECT_EQ(a.src_epoch, b.src_epoch);
   EXPECT_EQ(a.src, b.src);
   EXPECT_EQ(a.src_qpn, b.src_qpn);
   EXPECT_EQ(a.dst_qpn, b.dst_qpn);

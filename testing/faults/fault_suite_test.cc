@@ -74,7 +74,11 @@ TEST(FaultSuite, DelayAndJitterOnlyCostLatency) {
   Result r = faults_suite::run_workload(w);
   ASSERT_EQ(r.error, "");
   EXPECT_GT(r.a.delayed_packets + r.b.delayed_packets, 0u);
-  EXPECT_EQ(r.a.retransmits, 0u);  // 50 us of delay is far below the 500 us response timeout
+  // The retransmission timeout and the fast-retransmit age learn the delays from the answers;
+  // what goes out again before they have (a round trip is ~2 us here, a delayed one up to
+  // ~100 us) is a spurious copy, answered and executed once. How many depends on the fault
+  // stream, which differs per process (it mixes in the PID): 15-25% of the ops.
+  EXPECT_LT(r.a.retransmits, w.ops * 3 / 10);
 }
 
 // Two devices with one QP each, built from the emulator's test helpers.

@@ -193,12 +193,13 @@ TEST_F(HostApiFaults, StallsAndDelayedCqesAreLatencyNotErrors) {
 // One operation in flight at a time, progress made only by this thread (no engine thread): the
 // questions the plan is asked come in the same order every run, so the traces are identical.
 // The one wall-clock input left is the retransmission timer (the provider path has no virtual
-// clock): a generous timeout keeps a descheduled test thread from firing it spuriously.
+// clock): a generous timeout floor keeps a descheduled test thread from firing it spuriously.
 std::string traced_run(const std::string& plan, const std::string& prefix, std::string* error) {
   HostPair p;
   std::string rc = p.open(plan, {{"FI_EFA_EMU_ENGINE_THREAD", "0"},
                                  {"FI_EFA_EMU_TRACE", prefix},
-                                 {"FI_EFA_EMU_TIMEOUT_MS", "4000"}});
+                                 {"FI_EFA_EMU_TIMEOUT_MS", "4000"},
+                                 {"FI_EFA_EMU_MIN_RTO_US", "100000"}});
   if (!rc.empty()) {
     *error = rc;
     p.close();

@@ -1,0 +1,130 @@
+// Retransmission, on every fabric: each request's timeout comes from the round trip measured to
+// its peer (RFC 6298), backs off per expiry, and a request that answers to three later-sent
+// requests overtook is sent again at once (fast retransmit). Answers echo the transmission they
+// answer (Packet::attempt), so every answer, a late one too, is an unambiguous RTT sample.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "emu/device_impl.h"
+
+namespace xpufab {
+namespace emu {
+
+void DeviceImpl::arm_rto(TxOp* op, uint64_t token) {
+  PeerPath* path = op->path;
+  if (op->tx_seq != 0) path->in_flight.erase(op->tx_seq);
+  op->tx_seq = ++tx_seq_;
+  path->in_flight.emplace(op->tx_seq, token);
+  op->later_answered = 0;
+  op->sent_ns = step_now_;
+  if (op->state != OpState::kAwaitResponse || op->rto_ns == 0) {
+    // A first transmission, or the first after an answer (RNR): a fresh timeout from the path.
+    op->rto_ns = path->rto_ns;
+  }
+  op->state = OpState::kAwaitResponse;
+  // The last timeout ends when the peer has been silent for the limit, not later.
+  op->deadline_ns = step_now_ + op->rto_ns;
+  uint64_t limit = op->silent_since_ns + silence_limit_ns_;
+  if (limit > step_now_) op->deadline_ns = std::min(op->deadline_ns, limit);
+  arm_timer(token, op->deadline_ns, false);
+}
+
+void DeviceImpl::retransmit(TxOp* op, uint64_t token) {
+  op->retransmits++;
+  op->unanswered++;
+  bump(kRetransmits);
+  op->qp->qs.retransmits++;
+  if (trace_) tr(TraceKind::kRetransmit, op->qp->qpn_, op->retransmits, op->op, 0, 0, 0, token);
+  send_packet(op, token);
+}
+
+void DeviceImpl::rto_expired(TxOp* op, uint64_t token) {
+  // RFC 6298 5.5: back off, and keep the backed-off value for the path until a new sample.
+  op->rto_ns = std::min(op->rto_ns * 2, max_rto_ns_);
+  op->path->rto_ns = std::max(op->path->rto_ns, op->rto_ns);
+  retransmit(op, token);
+}
+
+void DeviceImpl::on_answer(TxOp* op, uint8_t attempt) {
+  PeerPath* path = op->path;
+  path->in_flight.erase(op->tx_seq);
+  op->silent_since_ns = step_now_;
+  op->unanswered = 0;
+  // The answer names the transmission it answers: one of the last four times the path (a
+  // duplicate answer, arriving once the op moved on, does not).
+  uint32_t last = op->attempts - 1;
+  uint32_t back = (last - attempt) & 63;
+  uint64_t sent = op->sent_at[(last - back) & 3];
+  if (op->state == OpState::kAwaitResponse && op->attempts != 0 && back < 4 && back <= last &&
+      step_now_ >= sent) {
+    sample_rtt(path, step_now_ - sent);
+  }
+  // Fast retransmit: every answer selectively acknowledges one request; a request still
+  // unanswered after answers to three requests sent after it, and older than the slowest recent
+  // answer (so that a path that delays some packets does not look lossy), is taken for lost.
+  std::vector<uint64_t> lost;
+  for (auto it = path->in_flight.begin(); it != path->in_flight.end() && it->first < op->tx_seq;) {
+    TxOp* earlier = find_op(it->second);
+    if (earlier == nullptr || earlier->path != path || earlier->tx_seq != it->first) {
+      it = path->in_flight.erase(it);  // completed elsewhere
+      continue;
+    }
+    if (earlier->state == OpState::kAwaitResponse &&
+        ++earlier->later_answered >= kAnswersBeforeFastRetransmit) {
+      uint64_t due = earlier->sent_ns + path->rtt_high_ns + 1;
+      if (step_now_ >= due) {
+        lost.push_back(it->second);
+      } else if (due < earlier->deadline_ns) {
+        // Not old enough yet: look again when it is (fire_timers retransmits without back-off).
+        earlier->deadline_ns = due;
+        arm_timer(it->second, due, false);
+      }
+    }
+    ++it;
+  }
+  op->tx_seq = 0;
+  for (uint64_t t : lost) retransmit(find_op(t), t);
+}
+
+void DeviceImpl::sample_rtt(PeerPath* path, uint64_t r) {
+  // RFC 6298 2.2/2.3 (alpha 1/8, beta 1/4, K 4); the clock granularity term is the floor.
+  if (!path->have_rtt) {
+    path->have_rtt = true;
+    path->srtt_ns = r;
+    path->rttvar_ns = r / 2;
+  } else {
+    uint64_t err = r > path->srtt_ns ? r - path->srtt_ns : path->srtt_ns - r;
+    path->rttvar_ns = (3 * path->rttvar_ns + err) / 4;
+    path->srtt_ns = (7 * path->srtt_ns + r) / 8;
+  }
+  path->rto_ns = std::min(std::max(path->srtt_ns + 4 * path->rttvar_ns, min_rto_ns_), max_rto_ns_);
+  path->rtt_high_ns = std::max(r, path->rtt_high_ns - path->rtt_high_ns / 256);
+}
+
+void DeviceImpl::remember_done(const TxOp& op, uint64_t token) {
+  if (op.attempts <= 1) return;  // only retransmitted ops can be answered late
+  PeerPath::Done& d = op.path->done[op.path->done_next++ % 64];
+  d.token = token;
+  d.attempts = op.attempts;
+  std::memcpy(d.sent_at, op.sent_at, sizeof(d.sent_at));
+}
+
+void DeviceImpl::on_late_answer(const Packet& pkt) {
+  auto it = paths_.find(pkt.src);
+  if (it == paths_.end()) return;
+  PeerPath* path = &it->second;
+  for (const PeerPath::Done& d : path->done) {
+    if (d.token != pkt.token || d.attempts == 0) continue;
+    uint32_t last = d.attempts - 1;
+    uint32_t back = (last - pkt.attempt) & 63;
+    // Only an earlier transmission than the one that completed the op teaches anything.
+    if (back != 0 && back < 4 && back <= last && step_now_ >= d.sent_at[(last - back) & 3]) {
+      sample_rtt(path, step_now_ - d.sent_at[(last - back) & 3]);
+    }
+    return;
+  }
+}
+
+}  // namespace emu
+}  // namespace xpufab
