@@ -56,6 +56,24 @@ F next(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
 }
 
+// rdma-core's entry points, for a program that reaches rdma-core through a library it dlopened
+// with RTLD_LOCAL (Python's pyverbs, plugins): RTLD_NEXT does not see such a library, but its own
+// calls still bind to this preloaded definition. dlsym on the loaded library's handle finds its
+// default version and never this one (the shim is not among that library's dependencies).
+template <class F>
+F next_in(const char* name, const char* library) {
+  if (F f = next<F>(name)) return f;
+  void* h = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  F f = reinterpret_cast<F>(dlsym(h, name));
+  dlclose(h);  // RTLD_NOLOAD took a reference; the library stays loaded by its opener
+  return f;
+}
+
+#define REAL_IN(name, type, library)                  \
+  static type real_##name = nullptr;                  \
+  if (real_##name == nullptr) real_##name = next_in<type>(#name, library)
+
 #define REAL(name, type)                              \
   static type real_##name = nullptr;                  \
   if (real_##name == nullptr) real_##name = next<type>(#name)
@@ -348,11 +366,10 @@ __attribute__((visibility("default"))) int socket(int domain, int type, int prot
 }
 
 // Contexts and objects of ours get their poll and post entries wrapped once rdma-core has set
-// them up. Without an rdma-core further down (a program that only dlopens it and looks its
-// symbols up in that handle never reaches these) they fail as a missing provider would.
+// them up. With no rdma-core loaded at all they fail as a missing provider would.
 __attribute__((visibility("default"))) struct ibv_context* ibv_open_device(struct ibv_device* dev) {
   using fn = struct ibv_context* (*)(struct ibv_device*);
-  REAL(ibv_open_device, fn);
+  REAL_IN(ibv_open_device, fn, "libibverbs.so.1");
   if (real_ibv_open_device == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -365,7 +382,7 @@ __attribute__((visibility("default"))) struct ibv_context* ibv_open_device(struc
 __attribute__((visibility("default"))) struct ibv_qp* efadv_create_qp_ex(
     struct ibv_context* ctx, struct ibv_qp_init_attr_ex* attr_ex,
     struct efadv_compat_qp_init_attr* efa_attr, uint32_t inlen) {
-  REAL(efadv_create_qp_ex, efadv_compat_create_qp_ex_fn);
+  REAL_IN(efadv_create_qp_ex, efadv_compat_create_qp_ex_fn, "libefa.so.1");
   if (real_efadv_create_qp_ex == nullptr) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -378,7 +395,7 @@ __attribute__((visibility("default"))) struct ibv_qp* efadv_create_qp_ex(
 __attribute__((visibility("default"))) struct ibv_cq_ex* efadv_create_cq(
     struct ibv_context* ctx, struct ibv_cq_init_attr_ex* attr_ex,
     struct efadv_compat_cq_init_attr* efa_attr, uint32_t inlen) {
-  REAL(efadv_create_cq, efadv_compat_create_cq_fn);
+  REAL_IN(efadv_create_cq, efadv_compat_create_cq_fn, "libefa.so.1");
   if (real_efadv_create_cq == nullptr) {
     errno = EOPNOTSUPP;
     return nullptr;
