@@ -126,7 +126,15 @@ void DeviceImpl::on_doorbell(uint32_t index, uint32_t value, int* work) {
     case DbKind::kCq: {
       auto* cq = static_cast<EmuCq*>(owner.obj);
       cq->db_written = true;
-      if (efa_io_cq_db_get_arm(value) && cq->efd >= 0) cq->armed = true;
+      // The doorbell is sampled, not seen write by write: libefa's arm (arm bit, fresh cmd_sn)
+      // is often overwritten by its next consumer-index update (same cmd_sn, no arm bit) before
+      // a pass reads the word. cmd_sn only advances when an event is taken, and the arm that
+      // follows carries it, so a new cmd_sn counts as an arm. At worst that raises one extra
+      // event; missing the arm left a waiter on the channel with none.
+      uint32_t sn = efa_io_cq_db_get_cmd_sn(value);
+      bool new_sn = sn != cq->arm_sn_seen;
+      cq->arm_sn_seen = sn;
+      if ((efa_io_cq_db_get_arm(value) || new_sn) && cq->efd >= 0) cq->armed = true;
       break;
     }
     case DbKind::kNone:

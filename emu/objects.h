@@ -86,6 +86,7 @@ class EmuCq : public backend::Cq {
   bool db_written = false;  // the consumer reports its index through the doorbell
   bool with_sgid = false;
   bool armed = false;
+  uint32_t arm_sn_seen = 0;  // cmd_sn of the last CQ doorbell value sampled
   bool overrun = false;
   int efd = -1;
   uint32_t refs = 0;  // QPs

@@ -80,15 +80,9 @@ void release_ctx_objects_locked(State& s, Ctx* ctx) {
     for (auto& kv : ctx->pds) s.dev->dealloc_pd(kv.second);
   ctx->pds.clear();
   ctx->keys.clear();
-  for (auto it = s.handed.begin(); it != s.handed.end();) {
-    if (it->second.ctx_fd == ctx->fd) {
-      if (it->second.owned && it->second.orphan)
-        free_owned(reinterpret_cast<uint8_t*>(it->first), it->second.len);
-      it = s.handed.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  // Handed ranges outlive the context: a mapping stays valid after its fd is closed, and the
+  // device's doorbell page is handed to every context of the process. Dropping them here let a
+  // later munmap of such a range reach the real munmap and unmap the emulator's own memory.
 }
 
 }  // namespace uverbs

@@ -87,11 +87,11 @@ struct Channel {
   std::map<uint64_t, CqObj*> cqs;
 };
 
-// A range handed out by mmap: refcount, and whether this library owns (and frees) it.
+// A range handed out by mmap (possibly to several contexts): refcount, and whether this library
+// owns (and frees) it.
 struct Handed {
   size_t len;
   int refs;
-  int ctx_fd;
   bool owned;
   bool orphan;  // owner object gone; free when the last mapping goes
 };

@@ -192,7 +192,7 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
     bool owned = false;
     for (const auto& kv : it->second->cqs)
       if (kv.second->ring16 == m->second.addr) owned = true;
-    s.handed[a] = Handed{m->second.len, 1, fd, owned, false};
+    s.handed[a] = Handed{m->second.len, 1, owned, false};
   } else {
     h->second.refs++;
   }
@@ -200,13 +200,22 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
 }
 
 bool handle_munmap(void* addr, size_t length) {
-  (void)length;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto h = s.handed.find(reinterpret_cast<uintptr_t>(addr));
-  if (h == s.handed.end()) return false;
+  uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  auto h = s.handed.find(a);
+  if (h == s.handed.end()) {
+    // A range that is not a handed start but overlaps one is still the emulator's memory: the
+    // real munmap must never see it. Count it against the range it overlaps.
+    uintptr_t end = a + (length == 0 ? 1 : length);
+    h = s.handed.lower_bound(end);
+    if (h == s.handed.begin()) return false;
+    --h;
+    if (h->first + h->second.len <= a) return false;
+  }
   if (--h->second.refs <= 0) {
-    if (h->second.owned && h->second.orphan) free_owned(static_cast<uint8_t*>(addr), h->second.len);
+    if (h->second.owned && h->second.orphan)
+      free_owned(reinterpret_cast<uint8_t*>(h->first), h->second.len);
     s.handed.erase(h);
   }
   return true;

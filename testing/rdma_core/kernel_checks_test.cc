@@ -4,6 +4,7 @@
 // for. Expectations follow the capabilities the device reports, so one binary runs on every
 // generation.
 #include <fcntl.h>
+#include <poll.h>
 #include <infiniband/efadv.h>
 #include <infiniband/verbs.h>
 #include <rdma/efa-abi.h>
@@ -363,6 +364,144 @@ TEST_F(DepthOne, SendsThroughPostSend) {
     ASSERT_EQ(ibv_post_send(qp_, &w, &bad), 0);
     ASSERT_NO_FATAL_FAILURE(expect_both(id, 100));
   }
+}
+
+// Two contexts of the process, each with a UD QP whose CQ reports through a completion channel,
+// in the pattern rdma-core's tests use: wait for an event, re-arm, poll. Closing the first context
+// while the second still has the device's doorbell page mapped must leave that page alone, and
+// the re-arm must not be lost to the consumer-index update the poll writes right after it.
+struct UdSide {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  ibv_ah* ah = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(8192, 0);
+
+  void open() {
+    ctx = open_efa();
+    ASSERT_NE(ctx, nullptr) << "no efa_0: run under the preload library";
+    pd = ibv_alloc_pd(ctx);
+    ASSERT_NE(pd, nullptr);
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ch = ibv_create_comp_channel(ctx);
+    ASSERT_NE(ch, nullptr);
+    cq = ibv_create_cq(ctx, 64, nullptr, ch, 0);
+    ASSERT_NE(cq, nullptr);
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    qa.cap.max_send_wr = 16;
+    qa.cap.max_recv_wr = 16;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qa.qp_type = IBV_QPT_UD;
+    qa.sq_sig_all = 1;
+    qp = ibv_create_qp(pd, &qa);
+    ASSERT_NE(qp, nullptr) << strerror(errno);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = kQkey;
+    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+    a.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.port_num = 1;
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &aa.grh.dgid), 0);
+    ah = ibv_create_ah(pd, &aa);
+    ASSERT_NE(ah, nullptr) << strerror(errno);
+  }
+  void close() {
+    if (ah != nullptr) {
+      EXPECT_EQ(ibv_destroy_ah(ah), 0);
+    }
+    if (qp != nullptr) {
+      EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    if (cq != nullptr) {
+      EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    }
+    if (ch != nullptr) {
+      EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+    }
+    if (mr != nullptr) {
+      EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    }
+    if (pd != nullptr) {
+      EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+    }
+    if (ctx != nullptr) {
+      EXPECT_EQ(ibv_close_device(ctx), 0);
+    }
+    *this = UdSide{};
+  }
+  void post_recv() {
+    ibv_sge sg{reinterpret_cast<uint64_t>(buf.data() + 4096), 4096, mr->lkey};
+    ibv_recv_wr w{};
+    w.sg_list = &sg;
+    w.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, &w, &bad), 0);
+  }
+  void send_to(const UdSide& peer) {
+    ibv_sge sg{reinterpret_cast<uint64_t>(buf.data()), 64, mr->lkey};
+    ibv_send_wr w{};
+    w.sg_list = &sg;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_SEND;
+    w.wr.ud.ah = ah;
+    w.wr.ud.remote_qpn = peer.qp->qp_num;
+    w.wr.ud.remote_qkey = kQkey;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(qp, &w, &bad), 0);
+  }
+  // One completion, through an event: the channel fd is polled first so a lost event fails the
+  // test instead of blocking it.
+  void wait_completion(ibv_wc_opcode op) {
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no completion event";
+    ibv_cq* got = nullptr;
+    void* cq_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &got, &cq_ctx), 0);
+    ASSERT_EQ(got, cq);
+    ibv_ack_cq_events(cq, 1);
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    ibv_wc wc{};
+    int n = 0;
+    for (int spin = 0; n == 0 && spin < 1000000; ++spin) n = ibv_poll_cq(cq, 1, &wc);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.opcode, op);
+  }
+};
+
+TEST(UdTwoContexts, EventsEveryMessageAndCloseInAnyOrder) {
+  UdSide a, b;
+  ASSERT_NO_FATAL_FAILURE(a.open());
+  ASSERT_NO_FATAL_FAILURE(b.open());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_NO_FATAL_FAILURE(b.post_recv());
+    ASSERT_NO_FATAL_FAILURE(a.send_to(b));
+    ASSERT_NO_FATAL_FAILURE(a.wait_completion(IBV_WC_SEND));
+    ASSERT_NO_FATAL_FAILURE(b.wait_completion(IBV_WC_RECV));
+  }
+  a.close();
+  // b's traffic after a's context is gone: its doorbells must still be the device's.
+  ASSERT_NO_FATAL_FAILURE(a.open());
+  ASSERT_NO_FATAL_FAILURE(a.post_recv());
+  ASSERT_NO_FATAL_FAILURE(b.send_to(a));
+  ASSERT_NO_FATAL_FAILURE(b.wait_completion(IBV_WC_SEND));
+  ASSERT_NO_FATAL_FAILURE(a.wait_completion(IBV_WC_RECV));
+  a.close();
+  b.close();
 }
 
 }  // namespace
