@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# fi_pingpong -p efa -e rdm between two processes: libfabric 1.17's efa provider over Debian's
-# rdma-core over the emulated NIC, and the emulator's statistics show the bytes crossed it.
+# fi_pingpong -p efa -e EP_TYPE (rdm: SRD QPs; dgram: UD QPs) between two processes: libfabric
+# 1.17's efa provider over Debian's rdma-core over the emulated NIC. Both sides must see every
+# message (nothing drops them here) and the emulator's statistics show the bytes crossed it.
+# Arguments: SHIM MAKE_SYSFS EP_TYPE.
+ep_type=$3
 source "$(dirname "$0")/fake_rdma_env.sh" "$1" "$2"
 command -v fi_pingpong >/dev/null || fail "fi_pingpong missing (libfabric-bin)"
-port=$((20000 + $$ % 20000))
-args=(-p efa -e rdm -I 20 -S 64)
+port=$((20000 + ($$ + ${#ep_type} * 7919) % 20000))
+args=(-p efa -e "$ep_type" -I 20 -S 64)
 with_shim timeout 60 fi_pingpong "${args[@]}" -B "$port" >"$TEST_TMPDIR/server.txt" 2>&1 &
 server=$!
 ok=0
