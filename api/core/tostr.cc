@@ -492,7 +492,9 @@ bool format(Out& o, const void* data, int type) {
     case FI_TYPE_AV_TYPE: put_enum(o, kAvType, i32()); return true;
     case FI_TYPE_ATOMIC_TYPE: put_enum(o, kDatatype, i32()); return true;
     case FI_TYPE_ATOMIC_OP: put_enum(o, kAtomicOp, i32()); return true;
-    case FI_TYPE_VERSION: put_version(o, *static_cast<const uint32_t*>(data)); return true;
+    // As upstream: the library's own version, whatever `data` points at (fi_info --version passes
+    // a string).
+    case FI_TYPE_VERSION: put_version(o, FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)); return true;
     case FI_TYPE_EQ_EVENT: put_enum(o, kEqEvent, u32()); return true;
     case FI_TYPE_CQ_EVENT_FLAGS: put_flags(o, kCqEventFlags, u64()); return true;
     case FI_TYPE_MR_MODE: put_flags(o, kMrMode, u32()); return true;
