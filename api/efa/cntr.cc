@@ -121,8 +121,7 @@ int cntr_close(fid* f) {
   int rc = c->refs.try_close();
   if (rc) return rc;
   // No set holds the counter any more (each would have held a reference): leave their view.
-  if (c->wait_set) core::wait_set_detach(c->wait_set, &c->pollable);
-  if (c->registered) core::unregister_pollable(&c->pollable);
+  c->sets.leave(&c->pollable);
   if (c->bcntr) c->dom->dev->destroy_comp_cntr(c->bcntr);
   if (c->xctx) {
     c->xctx->release(&c->state);
@@ -257,14 +256,8 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr_p, void* c
   c->cntr.ops = &g_cntr_ops;
   if (!x) {
     c->pollable.cntr = c;
-    rc = core::register_pollable(&c->pollable);
-    c->registered = rc == 0;
-    if (rc == 0 && w == FI_WAIT_SET) {
-      rc = core::wait_set_attach(attr->wait_set, &c->pollable);
-      if (rc == 0) c->wait_set = attr->wait_set;
-    }
+    rc = c->sets.join(&c->pollable, w == FI_WAIT_SET ? attr->wait_set : nullptr);
     if (rc) {
-      if (c->registered) core::unregister_pollable(&c->pollable);
       dom->refs.release();
       c->wake.close();
       delete c;

@@ -204,8 +204,7 @@ int cq_close(fid* f) {
   int rc = cq->refs.try_close();
   if (rc) return rc;
   // No set holds the CQ any more (each would have held a reference): leave their view.
-  if (cq->wait_set) core::wait_set_detach(cq->wait_set, &cq->pollable);
-  if (cq->registered) core::unregister_pollable(&cq->pollable);
+  cq->sets.leave(&cq->pollable);
   EfaDomain* dom = cq->dom;
   {
     std::lock_guard<std::mutex> g(dom->lock);
@@ -400,14 +399,8 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   cq->cq.ops = &g_cq_ops;
   if (!x) {
     cq->pollable.cq = cq;
-    rc = core::register_pollable(&cq->pollable);
-    cq->registered = rc == 0;
-    if (rc == 0 && w == FI_WAIT_SET) {
-      rc = core::wait_set_attach(attr->wait_set, &cq->pollable);
-      if (rc == 0) cq->wait_set = attr->wait_set;
-    }
+    rc = cq->sets.join(&cq->pollable, w == FI_WAIT_SET ? attr->wait_set : nullptr);
     if (rc) {
-      if (cq->registered) core::unregister_pollable(&cq->pollable);
       dom->dev->destroy_cq(cq->bcq);
       dom->refs.release();
       cq->wake.close();

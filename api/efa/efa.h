@@ -211,6 +211,16 @@ struct CntrPollable : core::Pollable {
   int pollable_fd() override;
 };
 
+// A host CQ's or counter's place in the core's registry of pollables (poll sets, wait sets).
+struct SetMembership {
+  bool registered = false;
+  fid_wait* wait_set = nullptr;  // FI_WAIT_SET: the set it is attached to
+  // Registers `p` and attaches it to `wait_set` when one is given; on failure nothing is left.
+  int join(core::Pollable* p, fid_wait* set);
+  // After the object's last reference: no set holds it, so it only leaves the registry's view.
+  void leave(core::Pollable* p);
+};
+
 struct EfaCq {
   fid_cq cq;
   EfaDomain* dom = nullptr;
@@ -232,8 +242,7 @@ struct EfaCq {
   std::atomic<bool> signaled{false};
   WakeFd wake;                    // fi_cq_signal wakes fi_cq_sread
   CqPollable pollable;            // registered while a user host CQ is open
-  bool registered = false;
-  fid_wait* wait_set = nullptr;   // FI_WAIT_SET: the set it is attached to
+  SetMembership sets;
   bool internal = false;          // private CQ of an EP without a user CQ
   uint32_t stale_cqes = 0;        // CQEs dropped for naming no outstanding request
 
@@ -252,8 +261,7 @@ struct EfaCntr {
   std::condition_variable cv;
   WakeFd wake;                    // add/set/inc wake fi_cntr_wait
   CntrPollable pollable;          // registered while a host counter is open
-  bool registered = false;
-  fid_wait* wait_set = nullptr;   // FI_WAIT_SET: the set it is attached to
+  SetMembership sets;
   std::mutex poll_lock;           // seen_*: what the last true has_event() reported
   uint64_t seen_value = 0, seen_err = 0;
   EfaXpuCtx* xctx = nullptr;
