@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/support/verbs_util.h"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -14,19 +16,14 @@
 
 namespace {
 
+using xpufab::testing::ah_to_self;
+using xpufab::testing::open_efa_device;
+using xpufab::testing::qp_to_rts;
+
 constexpr uint32_t kQkey = 0x2222;
 constexpr int kMaxPolls = 200000;
 constexpr uint64_t kSendId = 9, kRecvId = 7;
 constexpr char kText[] = "driven by the caller";
-
-ibv_context* open_efa() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return nullptr;
-  ibv_context* ctx = n > 0 ? ibv_open_device(list[0]) : nullptr;
-  ibv_free_device_list(list);
-  return ctx;
-}
 
 // One SRD QP that sends to itself; `extended` picks the ibv_cq_ex / ibv_qp_ex entry points.
 struct SelfLoop {
@@ -40,7 +37,7 @@ struct SelfLoop {
   alignas(64) uint8_t buf[8192] = {0};
 
   void open(bool extended) {
-    ctx = open_efa();
+    ctx = open_efa_device();
     ASSERT_NE(ctx, nullptr) << "no device: is the preload library in place?";
     pd = ibv_alloc_pd(ctx);
     ASSERT_NE(pd, nullptr);
@@ -81,21 +78,8 @@ struct SelfLoop {
       qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
     }
     ASSERT_NE(qp, nullptr) << strerror(errno);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-    a.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.rnr_retry = 7;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY), 0);
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.port_num = 1;
-    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &aa.grh.dgid), 0);
-    ah = ibv_create_ah(pd, &aa);
+    ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
+    ah = ah_to_self(ctx, pd);
     ASSERT_NE(ah, nullptr) << strerror(errno);
   }
 

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/support/verbs_util.h"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -26,18 +28,11 @@
 
 namespace {
 
-constexpr uint32_t kQkey = 0x11111111;
+using xpufab::testing::ah_to_self;
+using xpufab::testing::open_efa_device;
+using xpufab::testing::qp_to_rts;
 
-ibv_context* open_efa() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && ctx == nullptr; ++i)
-    if (std::string(ibv_get_device_name(list[i])) == "efa_0") ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  return ctx;
-}
+constexpr uint32_t kQkey = 0x11111111;
 
 // ---- raw write() ABI ----
 
@@ -209,7 +204,7 @@ struct Verbs {
   uint8_t buf[8192] = {0};
 
   void open_all() {
-    ctx = open_efa();
+    ctx = open_efa_device();
     ASSERT_NE(ctx, nullptr);
     pd = ibv_alloc_pd(ctx);
     ASSERT_NE(pd, nullptr);
@@ -229,21 +224,8 @@ struct Verbs {
     qa.qp_type = IBV_QPT_DRIVER;
     qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
     ASSERT_NE(qp, nullptr) << strerror(errno);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-    a.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
-    a.qp_state = IBV_QPS_RTS;
-    a.rnr_retry = 7;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY), 0);
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.port_num = 1;
-    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &aa.grh.dgid), 0);
-    ah = ibv_create_ah(pd, &aa);
+    ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
+    ah = ah_to_self(ctx, pd);
     ASSERT_NE(ah, nullptr) << strerror(errno);
   }
 
@@ -273,7 +255,7 @@ struct Verbs {
 };
 
 TEST(Verbs, DeviceQueriesMatchTheEmulatedNic) {
-  ibv_context* ctx = open_efa();
+  ibv_context* ctx = open_efa_device();
   ASSERT_NE(ctx, nullptr);
   ibv_device_attr da;
   ASSERT_EQ(ibv_query_device(ctx, &da), 0);
@@ -403,7 +385,7 @@ TEST(Verbs, ForkedChildOpensItsOwnDevice) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    ibv_context* c = open_efa();
+    ibv_context* c = open_efa_device();
     ibv_pd* pd = c ? ibv_alloc_pd(c) : nullptr;
     int ok = pd != nullptr && ibv_dealloc_pd(pd) == 0 && ibv_close_device(c) == 0;
     exit(ok ? 0 : 1);
@@ -456,7 +438,7 @@ void child_with_live_objects(bool kill_self) {
 TEST(Verbs, ExitWithLiveObjectsLeavesNoStaleState) {
   if (std::getenv("FI_EFA_EMU_SHM_DIR") == nullptr) GTEST_FAIL() << "needs the shm fabric";
   // Our own device (opened by earlier tests or now) owns one mailbox for the whole process.
-  ibv_context* ctx = open_efa();
+  ibv_context* ctx = open_efa_device();
   ASSERT_NE(ctx, nullptr);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   ASSERT_NE(pd, nullptr);

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/support/verbs_util.h"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -23,23 +25,16 @@
 
 namespace {
 
-constexpr uint32_t kQkey = 0x11111111;
+using xpufab::testing::ah_to_self;
+using xpufab::testing::open_efa_device;
+using xpufab::testing::qp_to_rts;
 
-ibv_context* open_efa() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && ctx == nullptr; ++i)
-    if (std::string(ibv_get_device_name(list[i])) == "efa_0") ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  return ctx;
-}
+constexpr uint32_t kQkey = 0x11111111;
 
 class Device : public ::testing::Test {
  protected:
   void SetUp() override {
-    ctx_ = open_efa();
+    ctx_ = open_efa_device();
     ASSERT_NE(ctx_, nullptr) << "no efa_0: run under the preload library";
     ASSERT_EQ(efadv_query_device(ctx_, &caps_, sizeof(caps_)), 0);
     pd_ = ibv_alloc_pd(ctx_);
@@ -257,20 +252,8 @@ class DepthOne : public Device {
     qp_ = efadv_create_qp_ex(ctx_, &qa, &ea, sizeof(ea));
     ASSERT_NE(qp_, nullptr) << strerror(errno);
     EXPECT_GE(qa.cap.max_send_wr, 1u);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    ASSERT_EQ(ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-    a.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ibv_modify_qp(qp_, &a, IBV_QP_STATE), 0);
-    a.qp_state = IBV_QPS_RTS;
-    ASSERT_EQ(ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.port_num = 1;
-    ASSERT_EQ(ibv_query_gid(ctx_, 1, 0, &aa.grh.dgid), 0);
-    ah_ = ibv_create_ah(pd_, &aa);
+    ASSERT_EQ(qp_to_rts(qp_, kQkey, -1), 0);
+    ah_ = ah_to_self(ctx_, pd_);
     ASSERT_NE(ah_, nullptr) << strerror(errno);
   }
   void TearDown() override {
@@ -381,7 +364,7 @@ struct UdSide {
   std::vector<uint8_t> buf = std::vector<uint8_t>(8192, 0);
 
   void open() {
-    ctx = open_efa();
+    ctx = open_efa_device();
     ASSERT_NE(ctx, nullptr) << "no efa_0: run under the preload library";
     pd = ibv_alloc_pd(ctx);
     ASSERT_NE(pd, nullptr);
@@ -403,20 +386,8 @@ struct UdSide {
     qa.sq_sig_all = 1;
     qp = ibv_create_qp(pd, &qa);
     ASSERT_NE(qp, nullptr) << strerror(errno);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-    a.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
-    a.qp_state = IBV_QPS_RTS;
-    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.port_num = 1;
-    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &aa.grh.dgid), 0);
-    ah = ibv_create_ah(pd, &aa);
+    ASSERT_EQ(qp_to_rts(qp, kQkey, -1), 0);
+    ah = ah_to_self(ctx, pd);
     ASSERT_NE(ah, nullptr) << strerror(errno);
   }
   void close() {
