@@ -13,11 +13,15 @@
 
 namespace xpufab::testing {
 
-class DataPathFixture : public ::testing::TestWithParam<const char*> {
+// Fabric, domain and AV from one fi_getinfo, as every suite opens them; closed in reverse order
+// after what the test listed in `closing_` (newest first).
+template <class TestBase>
+class OpenDomain : public TestBase {
  protected:
-  // Opens fabric, domain and AV for `hints_edit`-adjusted host hints. Returns the getinfo code.
-  int open(const std::function<void(fi_info*)>& hints_edit = nullptr) {
-    fi_info* hints = make_hints(false);
+  // Opens fabric, domain and AV for `hints_edit`-adjusted hints (host or XPU). Returns the
+  // getinfo code.
+  int open_domain(bool xpu, const std::function<void(fi_info*)>& hints_edit = nullptr) {
+    fi_info* hints = make_hints(xpu);
     if (hints_edit) hints_edit(hints);
     int rc = fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_);
     fi_freeinfo(hints);
@@ -30,19 +34,41 @@ class DataPathFixture : public ::testing::TestWithParam<const char*> {
     return 0;
   }
 
-  void TearDown() override {
-    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) EXPECT_EQ(fi_close(*it), 0);
-    if (av_) {
-      EXPECT_EQ(fi_close(&av_->fid), 0);
+  // A set-up or a test may stop half-way: only what exists is closed. `before_av` (an XPU
+  // context) closes after the listed objects and before the AV.
+  void close_domain(fid* before_av = nullptr) {
+    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) {
+      if (*it) {
+        EXPECT_EQ(fi_close(*it), 0);
+      }
     }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
+    closing_.clear();
+    for (fid* f : {before_av, av_ ? &av_->fid : nullptr, domain_ ? &domain_->fid : nullptr,
+                   fabric_ ? &fabric_->fid : nullptr}) {
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
     }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+    av_ = nullptr;
+    domain_ = nullptr;
+    fabric_ = nullptr;
     fi_freeinfo(info_);
+    info_ = nullptr;
   }
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  std::vector<fid*> closing_;  // closed in reverse order before the AV and domain
+};
+
+class DataPathFixture : public OpenDomain<::testing::TestWithParam<const char*>> {
+ protected:
+  // Opens fabric, domain and AV for `hints_edit`-adjusted host hints. Returns the getinfo code.
+  int open(const std::function<void(fi_info*)>& hints_edit = nullptr) { return open_domain(false, hints_edit); }
+
+  void TearDown() override { close_domain(); }
 
   fid_cq* cq(fi_cq_format fmt = FI_CQ_FORMAT_DATA, fi_wait_obj wait = FI_WAIT_NONE) {
     fi_cq_attr ca{};
@@ -103,11 +129,6 @@ class DataPathFixture : public ::testing::TestWithParam<const char*> {
     return nullptr;
   }
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  std::vector<fid*> closing_;  // closed in reverse order before the AV and domain
 };
 
 }  // namespace xpufab::testing

@@ -4,42 +4,22 @@
 #include <algorithm>
 #include <vector>
 
+#include "testing/conformance_fixture.h"
 #include "testing/conformance_util.h"
 
 namespace xpufab::testing {
 namespace {
 
-class Conformance : public ::testing::TestWithParam<const char*> {
+class Conformance : public OpenDomain<::testing::TestWithParam<const char*>> {
  protected:
   void SetUp() override {
     select_backend(GetParam());
     open(false);
   }
 
-  void open(bool xpu) {
-    fi_info* hints = make_hints(xpu);
-    ASSERT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_), 0);
-    fi_freeinfo(hints);
-    ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, info_, &domain_, nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &aa, &av_, nullptr), 0);
-  }
+  void open(bool xpu) { ASSERT_EQ(open_domain(xpu), 0); }
 
-  void TearDown() override {
-    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) EXPECT_EQ(fi_close(*it), 0);
-    if (av_) {
-      EXPECT_EQ(fi_close(&av_->fid), 0);
-    }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
-    fi_freeinfo(info_);
-  }
+  void TearDown() override { close_domain(); }
 
   fid_cq* open_cq(fi_cq_format fmt) {
     fi_cq_attr ca{};
@@ -70,11 +50,6 @@ class Conformance : public ::testing::TestWithParam<const char*> {
     return mr;
   }
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  std::vector<fid*> closing_;  // closed in reverse order before the AV and domain
 };
 
 TEST_P(Conformance, GetinfoOffersEfaDirectWithModeZero) {

@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/conformance_fixture.h"
 #include "testing/conformance_util.h"
 
 namespace xpufab::testing {
@@ -32,33 +33,14 @@ constexpr size_t kMsg = 64;
 // a healthy run sees the event in microseconds).
 constexpr int kGiveUpMs = 5000;
 
-class EventsTest : public ::testing::Test {
+class EventsTest : public OpenDomain<::testing::Test> {
  protected:
   void SetUp() override {
     setenv("FI_EFA_BACKEND", "emu", 1);
-    fi_info* hints = make_hints(false);
-    ASSERT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_), 0);
-    fi_freeinfo(hints);
-    ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, info_, &domain_, nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &aa, &av_, nullptr), 0);
+    ASSERT_EQ(open_domain(false), 0);
   }
 
-  void TearDown() override {
-    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) EXPECT_EQ(fi_close(*it), 0);
-    if (av_) {
-      EXPECT_EQ(fi_close(&av_->fid), 0);
-    }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
-    fi_freeinfo(info_);
-  }
+  void TearDown() override { close_domain(); }
 
   // Registers `f` to be closed at teardown (in reverse order, before the AV and domain).
   fid* keep(fid* f) {
@@ -140,11 +122,6 @@ class EventsTest : public ::testing::Test {
     rmr_ = reg(rbuf_, kMsg);
   }
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  std::vector<fid*> closing_;
   char sbuf_[kMsg] = "event objects";
   char rbuf_[kMsg] = {};
   fid_mr* smr_ = nullptr;

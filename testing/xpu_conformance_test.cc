@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "testing/conformance_fixture.h"
 #include "testing/conformance_util.h"
 #include "xpufab/efa_xpu/handles.h"
 
@@ -46,20 +47,13 @@ void t_free(uint64_t, void* p) {
   free(p);
 }
 
-class XpuConformance : public ::testing::TestWithParam<const char*> {
+class XpuConformance : public OpenDomain<::testing::TestWithParam<const char*>> {
  protected:
   void SetUp() override {
     select_backend(GetParam());
     g_allocs = g_frees = g_imports = g_unimports = g_dmabuf_allocs = 0;
     g_fail_import_at = -1;
-    fi_info* hints = make_hints(true);
-    ASSERT_EQ(fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_), 0);
-    fi_freeinfo(hints);
-    ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, info_, &domain_, nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &aa, &av_, nullptr), 0);
+    ASSERT_EQ(open_domain(true), 0);
     ops_.size = sizeof(ops_);
     ops_.alloc = t_alloc;
     ops_.import = t_import;
@@ -76,18 +70,7 @@ class XpuConformance : public ::testing::TestWithParam<const char*> {
 
   // SetUp or a test may stop half-way: close only what exists.
   void TearDown() override {
-    for (auto it = closing_.rbegin(); it != closing_.rend(); ++it) {
-      if (*it) {
-        EXPECT_EQ(fi_close(*it), 0);
-      }
-    }
-    for (fid* f : {ctx_ ? &ctx_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr}) {
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
-    }
-    fi_freeinfo(info_);
+    close_domain(ctx_ ? &ctx_->fid : nullptr);
     // Nothing leaked through the callbacks.
     EXPECT_EQ(g_allocs.load(), g_frees.load());
     EXPECT_EQ(g_imports.load(), g_unimports.load());
@@ -140,15 +123,10 @@ class XpuConformance : public ::testing::TestWithParam<const char*> {
     return ep;
   }
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
   fid_xpu_ctx* ctx_ = nullptr;
   uint64_t caps_ = 0;  // fi_xpu_ctx_query of ctx_
   fid_ep* ep_bad_ = nullptr;
   fi_xpu_ops_unimport ops_{};
-  std::vector<fid*> closing_;
 };
 
 TEST_P(XpuConformance, CtxQueryAndArgErrors) {
