@@ -259,6 +259,12 @@ TEST_F(Dgram, RmaIsRefused) {
             -FI_EOPNOTSUPP);
   EXPECT_EQ(fi_read(a_.ep, buf.data(), 64, fi_mr_desc(m), a_to_[1], 0, 0, nullptr),
             -FI_EOPNOTSUPP);
+  size_t v = 1, len = sizeof(v);
+  ASSERT_EQ(fi_getopt(&a_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &v, &len), 0);
+  EXPECT_EQ(v, 0u);
+  len = sizeof(v);
+  ASSERT_EQ(fi_getopt(&a_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, &len), 0);
+  EXPECT_EQ(v, info_->ep_attr->max_msg_size);
 }
 
 TEST_F(Dgram, NoPostedReceiveLosesTheDatagram) {

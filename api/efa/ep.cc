@@ -324,7 +324,7 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
   size_t v;
   switch (optname) {
     case FI_OPT_MAX_MSG_SIZE: v = ep->dom->attr.mtu; break;
-    case FI_OPT_MAX_RMA_SIZE: v = ep->dom->attr.max_rdma_size; break;
+    case FI_OPT_MAX_RMA_SIZE: v = ep->dgram ? 0 : ep->dom->attr.max_rdma_size; break;
     case FI_OPT_INJECT_MSG_SIZE: v = ep->dom->attr.inline_buf_size; break;
     case FI_OPT_INJECT_RMA_SIZE: v = 0; break;
     case FI_OPT_TX_SIZE: v = ep->tx_size; break;
