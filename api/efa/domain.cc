@@ -67,12 +67,20 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   std::vector<backend::DeviceInfo> devs;
   int rc = select_backend(&be, &devs);
   if (rc) return -FI_ENODEV;
+  // "<device>-dgrm" names the device's DGRAM domain.
+  std::string dev_name = info->domain_attr->name;
+  const std::string suffix = kDgramDomainSuffix;
+  const bool dgram = dev_name.size() > suffix.size() &&
+                     dev_name.compare(dev_name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (dgram) dev_name.resize(dev_name.size() - suffix.size());
   bool found = false;
-  for (const auto& d : devs) found |= d.name == info->domain_attr->name;
+  for (const auto& d : devs) found |= d.name == dev_name;
   if (!found) return -FI_ENODEV;
+  if (dgram && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
   auto* dom = new (std::nothrow) EfaDomain();
   if (!dom) return -FI_ENOMEM;
-  rc = acquire_device(be, info->domain_attr->name, &dom->sdev);
+  dom->dgram = dgram;
+  rc = acquire_device(be, dev_name, &dom->sdev);
   if (rc) {
     delete dom;
     return to_fi_err(rc);

@@ -44,6 +44,9 @@ namespace xpufab::efa {
 
 inline constexpr const char* kProvName = "efa";
 inline constexpr const char* kFabricName = "efa-direct";
+// FI_EP_DGRAM endpoints (UD QPs) live in their own fabric and domains, named as upstream's.
+inline constexpr const char* kDgramFabricName = "efa";
+inline constexpr const char* kDgramDomainSuffix = "-dgrm";
 inline constexpr uint32_t kProvVersion = FI_VERSION(2, 7);
 
 #define EFA_WARN(subsys, ...) XPUFAB_WARN("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
@@ -128,6 +131,7 @@ struct EfaDomain {
   fi_info* info = nullptr;  // the fi_info it was opened with (copy)
   int mr_mode = 0;
   bool xpu = false;  // opened with FI_XPU
+  bool dgram = false;  // a "<device>-dgrm" domain: FI_EP_DGRAM endpoints only
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
   // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A
@@ -324,6 +328,8 @@ struct EfaEp {
   uint32_t trace_qp = 0;  // enable order within the domain (cq_trace.h)
   size_t tx_size = 0, rx_size = 0;
   size_t max_msg = 0;
+  size_t prefix = 0;  // FI_MSG_PREFIX bytes in front of every buffer (DGRAM: the GRH)
+  bool dgram = false;
   std::mutex tx_lock, rx_lock;
   struct efa_sq sq{};
   struct efa_rq rq{};

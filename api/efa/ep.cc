@@ -126,6 +126,7 @@ int ep_enable(EfaEp* ep) {
     if (rc) return rc;
   }
   backend::QpInitAttr qa;
+  qa.type = ep->dgram ? backend::QpType::kUd : backend::QpType::kSrd;
   qa.pd = dom->pd;
   qa.send_cq = ep->tx_cq->bcq;
   qa.recv_cq = ep->rx_cq->bcq;
@@ -133,7 +134,7 @@ int ep_enable(EfaEp* ep) {
   qa.max_recv_wr = static_cast<uint32_t>(ep->rx_size);
   qa.max_send_sge = dom->attr.max_sq_sge;
   qa.max_recv_sge = dom->attr.max_rq_sge;
-  if (dom->attr.device_caps & backend::kCapUnsolicitedWriteRecv)
+  if (!ep->dgram && (dom->attr.device_caps & backend::kCapUnsolicitedWriteRecv))
     qa.flags |= backend::kQpUnsolicitedWriteRecv;
   int rc = dom->dev->create_qp(qa, &ep->qp);
   if (rc) {
@@ -156,7 +157,9 @@ int ep_enable(EfaEp* ep) {
     at.sq_psn = 0;
     at.rnr_retry = 7;
     uint32_t mask = backend::kQpAttrState | backend::kQpAttrSqPsn;
-    if (dom->attr.device_caps & backend::kCapRnrRetry) mask |= backend::kQpAttrRnrRetry;
+    // A UD QP has no RNR retry: a datagram nobody waits for is dropped.
+    if (!ep->dgram && (dom->attr.device_caps & backend::kCapRnrRetry))
+      mask |= backend::kQpAttrRnrRetry;
     rc = ep->qp->modify(at, mask);
   }
   uint8_t gid[16];
@@ -321,7 +324,7 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
   size_t v;
   switch (optname) {
     case FI_OPT_MAX_MSG_SIZE: v = ep->dom->attr.mtu; break;
-    case FI_OPT_MAX_RMA_SIZE: v = ep->dom->attr.max_rdma_size; break;
+    case FI_OPT_MAX_RMA_SIZE: v = ep->dgram ? 0 : ep->dom->attr.max_rdma_size; break;
     case FI_OPT_INJECT_MSG_SIZE: v = ep->dom->attr.inline_buf_size; break;
     case FI_OPT_INJECT_RMA_SIZE: v = 0; break;
     case FI_OPT_TX_SIZE: v = ep->tx_size; break;
@@ -496,6 +499,15 @@ ssize_t do_send(EfaEp* ep, const iovec* iov, void** desc, size_t count, fi_addr_
   if (count > ep->dom->attr.max_sq_sge || count > 2 || (!iov && count)) return -FI_EINVAL;
   EfaAvEntry peer;
   if (!ep->av || !ep->av->get(dest, &peer)) return -FI_EINVAL;
+  // FI_MSG_PREFIX: the buffer starts with the prefix, which is not sent.
+  iovec skipped[2];
+  if (ep->prefix) {
+    if (count == 0 || iov[0].iov_len < ep->prefix) return -FI_EINVAL;
+    for (size_t i = 0; i < count; ++i) skipped[i] = iov[i];
+    skipped[0].iov_base = static_cast<char*>(iov[0].iov_base) + ep->prefix;
+    skipped[0].iov_len -= ep->prefix;
+    iov = skipped;
+  }
   efa_dp_sge sge[2] = {};
   size_t total = 0;
   const bool inject = flags & FI_INJECT;
@@ -554,6 +566,8 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
   if (rc) return rc;
   if (!(ep->caps & FI_RECV)) return -FI_EOPNOTSUPP;
   if (count == 0 || count > ep->dom->attr.max_rq_sge || count > 2 || !iov) return -FI_EINVAL;
+  // FI_MSG_PREFIX: the device writes the GRH into the prefix, so the whole buffer is posted.
+  if (iov[0].iov_len < ep->prefix) return -FI_EINVAL;
   efa_dp_sge sge[2];
   size_t total = 0;
   rc = fill_sges(ep, iov, desc, count, sge, &total);
@@ -707,8 +721,10 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   if (flags & ~FI_XPU) return -FI_EBADFLAGS;
   EfaDomain* dom = to_domain(domain);
   if (!dom) return -FI_EINVAL;
-  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
-    return -FI_EINVAL;
+  // A DGRAM domain makes DGRAM endpoints (UD QPs), any other RDM ones (SRD QPs).
+  const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
+  if (type != FI_EP_UNSPEC && type != (dom->dgram ? FI_EP_DGRAM : FI_EP_RDM)) return -FI_EINVAL;
+  if (dom->dgram && (flags & FI_XPU)) return -FI_EOPNOTSUPP;
   fid_xpu_ctx* xc = info->ep_attr ? info->ep_attr->xpu_ctx : nullptr;
   const bool xpu = flags & FI_XPU;
   if (xpu != (xc != nullptr)) return -FI_EINVAL;  // FI_XPU needs xpu_ctx, and only it allows one
@@ -739,6 +755,12 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   ep->caps = info->caps ? info->caps : (FI_MSG | FI_RMA);
   if (!(ep->caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
     ep->caps |= FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (dom->dgram) {
+    // UD carries SEND only; every buffer starts with the GRH-sized prefix.
+    ep->dgram = true;
+    ep->caps &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_XPU);
+    ep->prefix = backend::kGrhSize;
+  }
   // The data path's rings hold at most EFA_DP_MAX_ENTRIES entries; the RQ counts descriptors.
   const uint32_t rq_sge = dom->attr.max_rq_sge ? dom->attr.max_rq_sge : 1;
   ep->tx_size = std::min<size_t>(dom->attr.max_sq_wr, EFA_DP_MAX_ENTRIES / 2);

@@ -80,7 +80,9 @@ fi_ops_fabric g_fabric_ops = {sizeof(fi_ops_fabric), domain_open, fabric_no_pep,
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric_p, void* context) {
   if (!attr || !fabric_p) return -FI_EINVAL;
-  if (attr->name && strcmp(attr->name, kFabricName) != 0) return -FI_ENODATA;
+  if (attr->name && strcmp(attr->name, kFabricName) != 0 &&
+      strcmp(attr->name, kDgramFabricName) != 0)
+    return -FI_ENODATA;
   auto* fab = new (std::nothrow) EfaFabric();
   if (!fab) return -FI_ENOMEM;
   fab->fabric.fid.fclass = FI_CLASS_FABRIC;

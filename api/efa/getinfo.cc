@@ -100,6 +100,63 @@ fi_info* make_info(const backend::DeviceAttr& a) {
   return i;
 }
 
+// The FI_EP_DGRAM offer over a UD QP, named as upstream's efa provider names it (fabric "efa",
+// domain "<device>-dgrm") so that an application written for upstream finds it where it looks.
+// Datagrams: SEND/RECV of at most one MTU after the 40-byte prefix (FI_MSG_PREFIX) that receives
+// fill with the GRH; no RMA, no reliability (FI_RM_DISABLED), no XPU.
+fi_info* make_dgram_info(const backend::DeviceAttr& a) {
+  fi_info* i = make_info(a);
+  if (!i) return nullptr;
+  const uint64_t caps = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  i->caps = caps;
+  i->mode = FI_MSG_PREFIX;
+  i->tx_attr->caps = caps & (FI_MSG | FI_SEND);
+  i->tx_attr->mode = FI_MSG_PREFIX;
+  i->tx_attr->rma_iov_limit = 0;
+  i->rx_attr->caps = caps & (FI_MSG | FI_RECV | FI_SOURCE);
+  i->rx_attr->mode = FI_MSG_PREFIX;
+  i->ep_attr->type = FI_EP_DGRAM;
+  i->ep_attr->max_msg_size = a.mtu;
+  i->ep_attr->msg_prefix_size = backend::kGrhSize;
+  fi_domain_attr* d = i->domain_attr;
+  d->resource_mgmt = FI_RM_DISABLED;
+  d->mr_mode = kDirectMrMode;
+  d->max_xpu_ctx_cnt = 0;
+  free(d->name);
+  d->name = strdup((a.name + kDgramDomainSuffix).c_str());
+  free(i->fabric_attr->name);
+  i->fabric_attr->name = strdup(kDgramFabricName);
+  if (!d->name || !i->fabric_attr->name) {
+    fi_freeinfo(i);
+    return nullptr;
+  }
+  return i;
+}
+
+// Whether the hints let a DGRAM offer through, logging why not when they ask for one.
+bool want_dgram(const fi_info* hints) {
+  if (!hints) return false;  // offers without hints stay the RDM ones
+  const fi_ep_type t = hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
+  if (t != FI_EP_DGRAM && t != FI_EP_UNSPEC) return false;
+  if (hints->caps & (FI_RMA | FI_XPU | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+    if (t == FI_EP_DGRAM) EFA_INFO(kCore, "FI_EP_DGRAM offers SEND/RECV only (no RMA, no FI_XPU)");
+    return false;
+  }
+  if (!(hints->mode & FI_MSG_PREFIX)) {
+    if (t == FI_EP_DGRAM)
+      EFA_INFO(kCore,
+               "FI_EP_DGRAM requires mode FI_MSG_PREFIX (receives get the %u-byte GRH in the "
+               "prefix); the hints lack it, no DGRAM offered",
+               backend::kGrhSize);
+    return false;
+  }
+  return true;
+}
+
+bool want_rdm(const fi_info* hints) {
+  return !hints || !hints->ep_attr || hints->ep_attr->type != FI_EP_DGRAM;
+}
+
 const char* missing_xpu_mr_bit(int mode) {
   if (mode == FI_MR_UNSPEC || mode == FI_MR_BASIC || mode == FI_MR_SCALABLE) return "FI_MR_XPU_DESC";
   if (!(mode & FI_MR_XPU_DESC)) return "FI_MR_XPU_DESC";
@@ -221,11 +278,15 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
     return -FI_ENODATA;
   }
   if (hints && hints->fabric_attr && hints->fabric_attr->name &&
-      strcmp(hints->fabric_attr->name, kFabricName) != 0) {
-    EFA_INFO(kCore, "fabric \"%s\" asked for, this provider offers %s", hints->fabric_attr->name,
-             kFabricName);
+      strcmp(hints->fabric_attr->name, kFabricName) != 0 &&
+      strcmp(hints->fabric_attr->name, kDgramFabricName) != 0) {
+    EFA_INFO(kCore, "fabric \"%s\" asked for, this provider offers %s (RDM) and %s (DGRAM)",
+             hints->fabric_attr->name, kFabricName, kDgramFabricName);
     return -FI_ENODATA;
   }
+  const bool rdm = want_rdm(hints);
+  const bool dgram = want_dgram(hints);
+  if (!rdm && !dgram) return -FI_ENODATA;
   Addressing addr;
   int rc = resolve_addressing(node, flags, hints, &addr);
   if (rc) return rc;
@@ -256,19 +317,30 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
       release_device(sd);
       continue;
     }
-    fi_info* i = make_info(sd->attr);
-    if (i && msg_only) i->ep_attr->max_msg_size = sd->attr.mtu;
-    release_device(sd);
-    if (i && addr.have_dest && set_dest(i, addr.dest)) {
-      fi_freeinfo(i);
-      i = nullptr;
+    fi_info* offers[2] = {nullptr, nullptr};
+    bool failed = false;
+    if (rdm) {
+      offers[0] = make_info(sd->attr);
+      if (offers[0] && msg_only) offers[0]->ep_attr->max_msg_size = sd->attr.mtu;
+      failed |= !offers[0];
     }
-    if (!i) {
+    if (dgram) {
+      offers[1] = make_dgram_info(sd->attr);
+      failed |= !offers[1];
+    }
+    release_device(sd);
+    for (fi_info* i : offers)
+      if (i && addr.have_dest && set_dest(i, addr.dest)) failed = true;
+    if (failed) {
+      for (fi_info* i : offers) fi_freeinfo(i);
       fi_freeinfo(head);
       return -FI_ENOMEM;
     }
-    *tail = i;
-    tail = &i->next;
+    for (fi_info* i : offers) {
+      if (!i) continue;
+      *tail = i;
+      tail = &i->next;
+    }
   }
   if (!head) return -FI_ENODATA;
   *info_p = head;
