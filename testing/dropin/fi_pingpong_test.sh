@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Debian's unmodified fi_pingpong, server and client in two processes on this
-# host, over xpufab's efa provider on the emulated EFA (RDM endpoints, message
-# transfers with data checks).  Every process runs under a timeout, so a
-# stalled exchange fails the test instead of hanging it.
+# host, over xpufab's efa provider on the emulated EFA (endpoint type $1: rdm,
+# the default, or dgram; message transfers with data checks).  Every process
+# runs under a timeout, so a stalled exchange fails the test instead of hanging it.
 source testing/dropin/install_prefix.sh
 
 fail() { echo "fi_pingpong_test: $*"; exit 1; }
@@ -11,7 +11,7 @@ fail() { echo "fi_pingpong_test: $*"; exit 1; }
 # tests do not collide.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 work="${TEST_TMPDIR:-$(mktemp -d)}"
-args=(-p efa -e rdm -I 20 -S 64 -c)
+args=(-p efa -e "${1:-rdm}" -I 20 -S 64 -c)
 
 debian_tool timeout 30 fi_pingpong "${args[@]}" -B "$port" >"$work/server.out" 2>&1 &
 server=$!
