@@ -8,6 +8,7 @@ result object so that every skip is checked by test id and reason. Fails on any 
 or unexpected success, and on any skip that ALLOWED (what EFA hardware with Debian's libefa
 lacks too) does not explain.
 """
+import faulthandler
 import os
 import re
 import sys
@@ -84,6 +85,9 @@ ALLOWED = [
 ]
 
 
+HANG_LIMIT_S = 60
+
+
 def matches(entries, gen, test_id, reason, used):
     for i, (gens, id_re, reason_re, _) in enumerate(entries):
         if gen in gens and re.search(id_re, test_id) and re.search(reason_re, reason):
@@ -105,7 +109,11 @@ def main():
     from args_parser import parser
     tests = SourceFileLoader('tests', os.path.join(tests_dir, '__init__.py')).load_module()
     parser.parse_args()
+    # A generation's whole suite takes seconds; one that blocks (a lost completion event) ends
+    # with every thread's traceback, naming the test, instead of an anonymous timeout.
+    faulthandler.dump_traceback_later(HANG_LIMIT_S, exit=True)
     prog = unittest.main(module=tests, exit=False)
+    faulthandler.cancel_dump_traceback_later()
     r = prog.result
     bad = [f'{kind}: {t.id()}' for kind, lst in (('FAIL', r.failures), ('ERROR', r.errors))
            for t, _ in lst]
