@@ -104,10 +104,7 @@ int cntr_export(fid_cntr* f, uint64_t flags, fid_xpu_cntr* out) {
     st->size = sizeof(*st);
     st->value = static_cast<uint64_t*>(c->val_mem.dev);
     st->err_value = static_cast<uint64_t*>(c->err_mem.dev);
-    st->fid.fid.fclass = FI_CLASS_CNTR;
-    st->fid.fid.prov_id = FI_XPU_PROV_EFA;
-    // The handle carries the device address of the state as an integer (fi_xpu.h).
-    st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(c->state.dev);
+    stamp_xpu_handle(st, FI_CLASS_CNTR, c->state.dev);
     c->xstate = st;
     c->exported = true;
   }

@@ -464,10 +464,7 @@ int cq_export(fid_cq* f, uint64_t flags, fid_xpu_cq* out) {
     st->size = sizeof(*st);
     st->format = cq->format;
     st->entry_size = static_cast<uint32_t>(cq->entry_size);
-    st->fid.fid.fclass = FI_CLASS_CQ;
-    st->fid.fid.prov_id = FI_XPU_PROV_EFA;
-    // The handle carries the device address of the state as an integer (fi_xpu.h).
-    st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(cq->state.dev);
+    stamp_xpu_handle(st, FI_CLASS_CQ, cq->state.dev);
     cq->xstate = st;
     cq->exported = true;
   }

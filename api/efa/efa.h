@@ -355,6 +355,15 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
 int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
             uint64_t requested_key, uint64_t flags, fid_mr** mr_p, void* context);
 int mr_regattr(fid* fid, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr_p);
+// The fid part of an exported device handle (efa_xpu_ep / _cq / _cntr): this provider's id and
+// the device address of the handle's state, carried as an integer (fid_xpu.prov_ctx, fi_xpu.h).
+template <typename Handle>
+void stamp_xpu_handle(Handle* st, size_t fclass, const void* dev_state) {
+  st->fid.fid.fclass = fclass;
+  st->fid.fid.prov_id = FI_XPU_PROV_EFA;
+  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev_state);
+}
+
 // fi_cq_attr and fi_cntr_attr end with xpu_ctx since 2.7; a program built against older headers
 // (Debian's fi_pingpong, any 1.x application) passes the shorter struct, where that field is not
 // there to read. It is read when FI_XPU says it is set or the application asked for API >= 2.7, so

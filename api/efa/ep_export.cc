@@ -138,10 +138,7 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   st->max_rdma_size = dom->attr.max_rdma_size;
   st->inline_size = dom->attr.inline_buf_size;
   st->tx_op_flags = ep->tx_op_flags;
-  st->fid.fid.fclass = FI_CLASS_EP;
-  st->fid.fid.prov_id = FI_XPU_PROV_EFA;
-  // The handle carries the device address of its state as an integer (fid_xpu.prov_ctx).
-  st->fid.fid.prov_ctx = reinterpret_cast<uintptr_t>(dev_st);
+  stamp_xpu_handle(st, FI_CLASS_EP, dev_st);
   // CQ and counter handles must be exported for their device addresses; export them now.
   fid_xpu_cq hq;
   for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
