@@ -25,6 +25,7 @@ using CreateCqExFn = ibv_cq_ex* (*)(ibv_context*, ibv_cq_init_attr_ex*);
 using CreateQpExFn = ibv_qp* (*)(ibv_context*, ibv_qp_init_attr_ex*);
 using StartPollFn = int (*)(ibv_cq_ex*, ibv_poll_cq_attr*);
 using WrCompleteFn = int (*)(ibv_qp_ex*);
+using ReqNotifyCqFn = int (*)(ibv_cq*, int);
 
 std::atomic<PollCqFn> g_poll_cq{nullptr};
 std::atomic<PostSendFn> g_post_send{nullptr};
@@ -33,6 +34,7 @@ std::atomic<CreateCqExFn> g_create_cq_ex{nullptr};
 std::atomic<CreateQpExFn> g_create_qp_ex{nullptr};
 std::atomic<StartPollFn> g_start_poll{nullptr};
 std::atomic<WrCompleteFn> g_wr_complete{nullptr};
+std::atomic<ReqNotifyCqFn> g_req_notify_cq{nullptr};
 
 // Callers inside a pass (at exit the device is freed only once they are out) and when one last
 // drove (the service thread parks meanwhile).
@@ -100,6 +102,15 @@ int wr_complete_wrapped(ibv_qp_ex* qp) {
   return rc;
 }
 
+// libefa arms by writing the CQ doorbell, which the NIC only samples: its next consumer-index
+// update may overwrite the arm before any pass reads the word. The emulated CQ is therefore armed
+// exactly as well, so that the next completion raises the event whichever thread drives the NIC.
+int req_notify_cq_wrapped(ibv_cq* cq, int solicited_only) {
+  int rc = g_req_notify_cq.load(std::memory_order_acquire)(cq, solicited_only);
+  if (rc == 0) arm_cq_exactly(cq->context->cmd_fd, cq->handle);
+  return rc;
+}
+
 ibv_cq_ex* create_cq_ex_wrapped(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   ibv_cq_ex* cq = g_create_cq_ex.load(std::memory_order_acquire)(ctx, attr);
   wrap_cq_ex(cq);
@@ -120,6 +131,8 @@ void wrap_context(ibv_context* ctx) {
   if (adopt(g_poll_cq, ops.poll_cq, &poll_cq_wrapped)) ops.poll_cq = &poll_cq_wrapped;
   if (adopt(g_post_send, ops.post_send, &post_send_wrapped)) ops.post_send = &post_send_wrapped;
   if (adopt(g_post_recv, ops.post_recv, &post_recv_wrapped)) ops.post_recv = &post_recv_wrapped;
+  if (adopt(g_req_notify_cq, ops.req_notify_cq, &req_notify_cq_wrapped))
+    ops.req_notify_cq = &req_notify_cq_wrapped;
   if (verbs_context* v = verbs_get_ctx_op(ctx, create_cq_ex)) {
     if (adopt(g_create_cq_ex, v->create_cq_ex, &create_cq_ex_wrapped))
       v->create_cq_ex = &create_cq_ex_wrapped;

@@ -5,7 +5,9 @@
 // ibv_cq_ex start_poll and ibv_qp_ex wr_complete of the CQs and QPs it creates. A poll that finds
 // nothing, and every successful post, runs one pass of the service thread's work (engine step,
 // 16-byte CQE mirrors, channel events) on the calling thread; a poll then looks again. libefa's
-// own functions still do all the queue work: the wrappers only call them.
+// own functions still do all the queue work: the wrappers only call them. req_notify_cq is wrapped
+// too: after libefa's doorbell arm, the emulated CQ is armed exactly (the doorbell alone is only
+// sampled, so an index update written right after the arm could hide it).
 #ifndef XPUFAB_EMU_UVERBS_CALLER_PROGRESS_H_
 #define XPUFAB_EMU_UVERBS_CALLER_PROGRESS_H_
 

@@ -9,6 +9,9 @@
 
 #include "testing/support/verbs_util.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -194,6 +197,125 @@ TEST(CallerProgress, StartPollAndWrCompleteMoveTheNic) {
   EXPECT_EQ(seen.recv_len, sizeof(kText));
   EXPECT_STREQ(reinterpret_cast<char*>(v.buf + 4096), kText);
   v.close();
+}
+
+// A CQ armed through ibv_req_notify_cq raises its next event even when libefa's next consumer
+// index update overwrites the arm in the doorbell before the NIC looks: the pattern of a program
+// that arms and then drains the CQ before it blocks on the channel. The first arm carries the
+// same command sequence number as the index updates, so only an exact arm can see it.
+TEST(CallerProgress, AnArmOverwrittenByAPollStillRaisesTheEvent) {
+  ibv_context* ctx = open_efa_device();
+  ASSERT_NE(ctx, nullptr) << "no device: is the preload library in place?";
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  alignas(64) static uint8_t buf[8192];
+  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr) << strerror(errno);
+  ibv_cq* scq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+  ibv_cq* rcq = ibv_create_cq(ctx, 64, nullptr, ch, 0);
+  ASSERT_NE(scq, nullptr);
+  ASSERT_NE(rcq, nullptr);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = scq;
+  qa.recv_cq = rcq;
+  qa.cap.max_send_wr = 16;
+  qa.cap.max_recv_wr = 16;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_DRIVER;
+  ibv_qp* qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
+  ibv_ah* ah = ah_to_self(ctx, pd);
+  ASSERT_NE(ah, nullptr) << strerror(errno);
+  constexpr int kRounds = 3;
+  for (int i = 0; i < kRounds + 2; ++i) {
+    ibv_sge rs{reinterpret_cast<uint64_t>(buf + 4096), 4096, mr->lkey};
+    ibv_recv_wr rw{};
+    rw.wr_id = kRecvId;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, &rw, &rbad), 0);
+  }
+  // Sends one message to the QP itself and drives the NIC (through send-CQ polls) until its
+  // send completion came back, by which time its receive completion has been written.
+  auto post_one = [&]() {
+    ibv_sge s{reinterpret_cast<uint64_t>(buf), 64, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = kSendId;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = qp->qp_num;
+    wr.wr.ud.remote_qkey = kQkey;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+  };
+  auto send_one = [&]() {
+    ASSERT_NO_FATAL_FAILURE(post_one());
+    ibv_wc wc{};
+    int n = 0;
+    for (int polls = 0; n == 0 && polls < kMaxPolls; ++polls) n = ibv_poll_cq(scq, 1, &wc);
+    ASSERT_EQ(n, 1) << "no send completion";
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  };
+  ASSERT_NO_FATAL_FAILURE(send_one());
+  for (int round = 0; round < kRounds; ++round) {
+    // A receive completion is waiting. Arm, then drain it: libefa writes the CQ doorbell again,
+    // without the arm bit, and nothing has driven the NIC in between.
+    ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
+    ibv_wc wc{};
+    ASSERT_EQ(ibv_poll_cq(rcq, 1, &wc), 1) << "round " << round;
+    EXPECT_EQ(wc.wr_id, kRecvId);
+    ASSERT_NO_FATAL_FAILURE(send_one());
+    // The next receive completion fires the armed CQ. Empty send-CQ polls keep driving the NIC
+    // (and so forward the event) while the channel is watched.
+    pollfd p{ch->fd, POLLIN, 0};
+    int ready = 0;
+    for (int tries = 0; ready == 0 && tries < 200; ++tries) {
+      ibv_wc none;
+      ASSERT_EQ(ibv_poll_cq(scq, 1, &none), 0);
+      ready = ::poll(&p, 1, 5);
+    }
+    ASSERT_EQ(ready, 1) << "round " << round << ": no event for the armed CQ";
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+    EXPECT_EQ(ev_cq, rcq);
+    ibv_ack_cq_events(rcq, 1);
+  }
+  // A reader blocked in ibv_get_cq_event is itself the only thread that can move the NIC here
+  // (no engine or service thread in this run): it must drive it while it waits. A reader that
+  // does not would wait forever, so the alarm's default action ends the test instead.
+  ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
+  ibv_wc wc{};
+  ASSERT_EQ(ibv_poll_cq(rcq, 1, &wc), 1);
+  ASSERT_NO_FATAL_FAILURE(post_one());
+  alarm(30);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  alarm(0);
+  EXPECT_EQ(ev_cq, rcq);
+  ibv_ack_cq_events(rcq, 1);
+  ASSERT_EQ(ibv_poll_cq(rcq, 1, &wc), 1);
+  EXPECT_EQ(wc.wr_id, kRecvId);
+  int n = 0;
+  for (int polls = 0; n == 0 && polls < kMaxPolls; ++polls) n = ibv_poll_cq(scq, 1, &wc);
+  ASSERT_EQ(n, 1) << "no send completion";
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+  EXPECT_EQ(ibv_destroy_cq(scq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
 // Completion channels. A channel is an eventfd (EFD_SEMAPHORE) whose count is the number of
 // queued 8-byte records (the user_handle of the CQ that fired), so read() returns exactly the
 // record ibv_get_cq_event expects and DESTROY_CQ can report exact event counts. The emulator
-// signals each CQ on an event fd of its own; the service thread forwards those signals here.
+// signals each CQ on an event fd of its own; the service thread (or a caller's pass, or the
+// blocked reader itself) forwards those signals here.
 #include <fcntl.h>
+#include <poll.h>
 #include <rdma/ib_user_verbs.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <vector>
 
+#include "emu/uverbs/caller_progress.h"
 #include "emu/uverbs/command.h"
 #include "emu/uverbs/server_state.h"
 #include "emu/uverbs/uverbs_server.h"
@@ -33,6 +37,16 @@ void forward_cq_events_locked(State& s, CqObj* c, uint64_t events) {
   for (uint64_t i = 0; i < events; ++i) it->second.records.push_back(c->user_handle);
   uint64_t n = events;
   (void)sys_write(c->channel, &n, sizeof(n));
+}
+
+void arm_cq_exactly(int cmd_fd, uint32_t handle) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto ctx = s.ctxs.find(cmd_fd);
+  if (ctx == s.ctxs.end()) return;
+  auto c = ctx->second->cqs.find(handle);
+  if (c == ctx->second->cqs.end() || c->second->efd < 0) return;
+  (void)c->second->cq->arm();
 }
 
 void detach_cq_from_channel_locked(State& s, CqObj* c) {
@@ -87,12 +101,26 @@ bool close_channel(int fd) {
 ssize_t channel_read(int fd, void* buf, size_t count, bool nonblocking) {
   State& s = st();
   if (count < 8) return -EINVAL;
+  // A blocked reader forwards its CQs' events itself and drives the NIC between waits, so an
+  // armed CQ's event arrives whether the service thread, the engine thread or nobody else runs.
+  // Its wait watches the channel and those CQs' event fds; the timeout (doubling while nothing
+  // happens) bounds how long a NIC that only this thread drives stands still.
+  std::vector<pollfd> fds;
+  int wait_ms = 1;
   for (;;) {
+    fds.assign(1, pollfd{fd, POLLIN, 0});
     {
       std::lock_guard<std::mutex> lock(s.mu);
       auto it = s.channels.find(fd);
       if (it == s.channels.end()) return -EBADF;
       Channel& ch = it->second;
+      for (auto& kv : ch.cqs) {
+        CqObj* c = kv.second;
+        uint64_t events = take_cq_events(c);
+        if (c->ring16 != nullptr) mirror_cqes(c);
+        if (events != 0) forward_cq_events_locked(s, c, events);
+        if (c->efd >= 0) fds.push_back(pollfd{c->efd, POLLIN, 0});
+      }
       if (!ch.records.empty()) {
         uint64_t token;
         if (sys_read(fd, &token, 8) == 8) {
@@ -106,12 +134,13 @@ ssize_t channel_read(int fd, void* buf, size_t count, bool nonblocking) {
       }
     }
     if (nonblocking) return -EAGAIN;
-    // Wait for a token without taking it, then try again under the lock.
-    struct pollfd_like {
-      int fd;
-      short events, revents;
-    } p{fd, 1 /* POLLIN */, 0};
-    syscall(SYS_poll, &p, 1, 100);
+    if (caller_drive() > 0) {
+      wait_ms = 1;
+      continue;
+    }
+    // Wait for a token or a CQ event without taking it, then look again under the lock.
+    syscall(SYS_poll, fds.data(), fds.size(), wait_ms);
+    wait_ms = std::min(wait_ms * 2, 64);
   }
 }
 

@@ -153,6 +153,9 @@ void release_mirror_ring_locked(State& s, CqObj* c);
 uint64_t take_cq_events(CqObj* c);
 // Queues `events` records for the CQ on its channel and makes them readable.
 void forward_cq_events_locked(State& s, CqObj* c, uint64_t events);
+// Arms the emulated CQ behind (context fd, CQ handle) exactly (backend::Cq::arm), after libefa
+// wrote its arm to the doorbell; a CQ without an event fd or an unknown one is left alone.
+void arm_cq_exactly(int cmd_fd, uint32_t handle);
 // Drops the CQ's queued records (as the kernel does on DESTROY_CQ) and its channel entry.
 void detach_cq_from_channel_locked(State& s, CqObj* c);
 
