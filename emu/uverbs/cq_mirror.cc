@@ -2,8 +2,7 @@
 // writes 32-byte ones. Such a CQ gets a ring of its own that the service thread fills: the first
 // 16 bytes of each emulator CQE, slot for slot, with the word holding the phase bit stored last
 // so libefa never sees a half-copied entry.
-#include <sys/mman.h>
-
+#include <cstdlib>
 #include <cstring>
 
 #include "emu/uverbs/server_state.h"
@@ -11,9 +10,12 @@
 namespace xpufab {
 namespace uverbs {
 
+// From the heap, as the emulator's own rings are: the ranges handed out then share one span, which
+// keeps munmap's lock-free check (may_be_handed) away from the program's own mappings.
 uint8_t* alloc_mirror_ring(size_t len) {
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  void* p = std::aligned_alloc(kPage, page_align(len));
+  if (p != nullptr) std::memset(p, 0, page_align(len));
+  return static_cast<uint8_t*>(p);
 }
 
 int mirror_cqes(CqObj* c) {

@@ -70,13 +70,19 @@ F next_in(const char* name, const char* library) {
   return f;
 }
 
-#define REAL_IN(name, type, library)                  \
-  static type real_##name = nullptr;                  \
-  if (real_##name == nullptr) real_##name = next_in<type>(#name, library)
+// Each entry point's next definition, looked up on first use. The slot is atomic: these calls
+// come from any thread, sanitizer runtimes included (a ThreadSanitizer report maps its
+// symbolizer's files through mmap), and a plain lazily written pointer is a race there.
+#define REAL_LOOKUP(name, type, lookup)                                      \
+  static std::atomic<type> real_slot_##name{nullptr};                       \
+  type real_##name = real_slot_##name.load(std::memory_order_acquire);      \
+  if (real_##name == nullptr) {                                              \
+    real_##name = lookup;                                                    \
+    real_slot_##name.store(real_##name, std::memory_order_release);          \
+  }
 
-#define REAL(name, type)                              \
-  static type real_##name = nullptr;                  \
-  if (real_##name == nullptr) real_##name = next<type>(#name)
+#define REAL_IN(name, type, library) REAL_LOOKUP(name, type, next_in<type>(#name, library))
+#define REAL(name, type) REAL_LOOKUP(name, type, next<type>(#name))
 
 int err(int e) {
   errno = e;
@@ -351,7 +357,8 @@ __attribute__((visibility("default"))) void* mmap64(void* addr, size_t len, int 
 __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   using fn = int (*)(void*, size_t);
   REAL(munmap, fn);
-  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::handle_munmap(addr, len)) {
+  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::may_be_handed(addr, len) &&
+      xpufab::uverbs::handle_munmap(addr, len)) {
     g_handed.fetch_sub(1);
     return 0;
   }

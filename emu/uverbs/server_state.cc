@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace xpufab {
@@ -63,7 +64,7 @@ uint64_t add_key(Ctx* ctx, uint8_t* addr, size_t len) {
   return key;
 }
 
-void free_owned(uint8_t* p, size_t len) { syscall(SYS_munmap, p, len); }
+void free_owned(uint8_t* p, size_t) { std::free(p); }
 
 void release_ctx_objects_locked(State& s, Ctx* ctx) {
   for (auto& kv : ctx->qps) destroy_qp_locked(s, ctx, kv.second.get());

@@ -127,7 +127,7 @@ int missing_handle_errno(const Ctx& ctx, uint32_t handle);
 
 // mmap keys of a context, in pages, and the ranges this library allocated itself.
 uint64_t add_key(Ctx* ctx, uint8_t* addr, size_t len);
-void free_owned(uint8_t* p, size_t len);
+void free_owned(uint8_t* p, size_t len);  // what alloc_mirror_ring returned
 
 // Destroys every object of the context, users before what they use (QPs first, PDs last).
 void release_ctx_objects_locked(State& s, Ctx* ctx);

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -172,6 +174,28 @@ ssize_t handle_write(int fd, const void* buf, size_t count) {
   return rc != 0 ? rc : static_cast<ssize_t>(count);
 }
 
+namespace {
+
+// The address span that has ever been handed out, widened under the server lock and read
+// without it. Atomics only: munmap is also called from inside allocators and sanitizer runtimes
+// (a ThreadSanitizer report unmaps its symbolizer's file views), where taking the server lock,
+// or reading what it guards, can deadlock the report.
+std::atomic<uintptr_t> g_span_lo{UINTPTR_MAX};
+std::atomic<uintptr_t> g_span_hi{0};
+
+void widen_span(uintptr_t lo, uintptr_t hi) {
+  if (lo < g_span_lo.load(std::memory_order_relaxed)) g_span_lo.store(lo, std::memory_order_release);
+  if (hi > g_span_hi.load(std::memory_order_relaxed)) g_span_hi.store(hi, std::memory_order_release);
+}
+
+}  // namespace
+
+bool may_be_handed(const void* addr, size_t length) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t end = a + (length == 0 ? 1 : length);
+  return end > g_span_lo.load(std::memory_order_acquire) && a < g_span_hi.load(std::memory_order_acquire);
+}
+
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err) {
   (void)prot;
   State& s = st();
@@ -193,6 +217,7 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
     for (const auto& kv : it->second->cqs)
       if (kv.second->ring16 == m->second.addr) owned = true;
     s.handed[a] = Handed{m->second.len, 1, owned, false};
+    widen_span(a, a + m->second.len);
   } else {
     h->second.refs++;
   }
