@@ -21,11 +21,14 @@ using xpufab::testing::wait_exit;
 
 const char kPeer[] = "testing/multiproc/srd_peer";
 
-// fabric "": FI_EFA_EMU_FABRIC unset (the default).
+// fabric "": FI_EFA_EMU_FABRIC unset (the default). The unresponsive-peer timeout lies beyond the
+// wait for a completion: a peer that is only starved of CPU on a loaded machine is not reported
+// (two pairs of 1 MiB writes beside a build got UNRESP_REMOTE after the default 0.8 s), while a
+// loss that retransmission does not repair still shows, as a completion that never comes (3).
 std::vector<std::string> env_for(const std::string& fabric, const std::string& tag, const std::string& plan) {
   std::vector<std::string> env = {"FI_EFA_BACKEND=emu", "FI_EFA_EMU_SHM_DIR=" + tmpdir(),
                                   "FI_EFA_EMU_FABRIC_KEY=srd-" + tag + "-" + std::to_string(getpid()),
-                                  "SRD_PEER_WAIT_MS=10000"};
+                                  "SRD_PEER_WAIT_MS=10000", "FI_EFA_EMU_TIMEOUT_MS=30000"};
   if (!fabric.empty()) env.push_back("FI_EFA_EMU_FABRIC=" + fabric);
   if (fabric == "udp") env.push_back("FI_EFA_EMU_UDP_ADDR=127.0.0.1");
   if (!plan.empty()) env.push_back("FI_EFA_EMU_FAULTS=" + plan);
