@@ -402,6 +402,7 @@ XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
         if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
         o->cursor += n;
         o->inflight++;
+        ep->stats.rdma_reads++;
       }
       return 0;
     }
@@ -430,6 +431,7 @@ XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
         }
         o->cursor += n;
         o->inflight++;
+        ep->stats.pushed++;
       }
       return 0;
     }
