@@ -9,6 +9,9 @@ extern "C" {
 /* A short matching script run through the C build of match.h: 0 when every step gave what it should. */
 int proto_c11_check_match(void);
 
+/* A few atomics (sub-word, 64-bit, 128-bit, complex) run through the C build of atomic.h: 0 when all agree. */
+int proto_c11_check_atomic(void);
+
 #ifdef __cplusplus
 }
 #endif
