@@ -610,6 +610,15 @@ XPU_FUNC void proto_tx_complete(struct proto_ep *ep, const struct efa_dp_cqe *c)
 }
 
 /*
+ * 1 when nothing of ours is in flight or waiting: every packet was sent and
+ * its send completed, no rendezvous is moving data. A consumer that closes
+ * the QP (or a UCT flush) progresses until then, so no packet is lost with it.
+ */
+XPU_FUNC int proto_ep_idle(const struct proto_ep *ep) {
+  return ep->txq.count == 0 && ep->opq_count == 0 && ep->tx_free_count == ep->cfg.ntx;
+}
+
+/*
  * Makes progress: handles packets that waited, polls the CQ, returns credits
  * and transmits what waits. Copies up to `max` completions to out (which may
  * be NULL when max is 0); returns how many.

@@ -163,6 +163,38 @@ TEST_F(Pair, AReceiverThatStopsProgressingIsNeverDrivenIntoRnr) {
   EXPECT_EQ(a.ep()->stats.tx_errors, 0u);
 }
 
+// A handler that asks to be called again gets the same message again, and the sender's later
+// messages wait behind it.
+struct Picky {
+  uint32_t next = 0, refusals = 0, bad = 0;
+  static int on(void* arg, uint32_t, const void* payload, uint32_t len) {
+    Picky* p = static_cast<Picky*>(arg);
+    uint32_t seq = ~0u;
+    if (len >= 4) std::memcpy(&seq, payload, 4);
+    if (seq % 3 == 0 && p->refusals < seq / 3 + 1) {
+      ++p->refusals;
+      return -FI_EAGAIN;
+    }
+    if (seq != p->next) ++p->bad;
+    p->next = seq + 1;
+    return 0;
+  }
+};
+
+TEST_F(Pair, AHandlerThatAsksToWaitSeesTheSameMessageAgainAndOrderHolds) {
+  Picky picky;
+  ASSERT_EQ(proto_am_set_handler(b.ep(), kStream, Picky::on, &picky), 0);
+  const uint32_t n = 300;
+  uint32_t sent = 0;
+  ASSERT_TRUE(pump({&a, &b}, [&] {
+    while (sent < n && send_stream(a.ep(), a_to_b, sent, 100) == 0) ++sent;
+    return picky.next == n;
+  }));
+  EXPECT_EQ(picky.bad, 0u);
+  EXPECT_EQ(picky.refusals, n / 3);
+  EXPECT_EQ(a.ep()->stats.tx_errors, 0u);
+}
+
 // The control for the test above: SENDs posted past the receiver's buffers, with no credits,
 // do end in RNR on this QP configuration.
 TEST_F(Pair, FloodingWithoutCreditsEndsInRnr) {

@@ -134,7 +134,7 @@ void setup(World& w, bool server, uint16_t port, int nprocs, uint64_t word_addr)
 // process that exits earlier takes its queued packets with it.
 void drain(World& w) {
   proto_ep* ep = w.node->ep();
-  wait_for(w, [&] { return ep->txq.count == 0 && ep->opq_count == 0 && ep->tx_free_count == ep->cfg.ntx; });
+  wait_for(w, [&] { return proto_ep_idle(ep) != 0; });
   CHECK(w.s.barrier() == 0);
 }
 
