@@ -24,6 +24,8 @@ bool fenced(bool* fence, uint64_t upto, const std::set<uint64_t>& outstanding) {
 bool resources_free(SrdEp* ep) {
   SrdIface* iface = ep->iface;
   if (!ep->connected || ep->failed || iface->free_ops.empty()) return false;
+  // RDMA needs an AH for us at the peer: the handshake's answer says it has one.
+  if (!ep->acked) return false;
   if (fenced(&ep->fence, ep->fence_upto, ep->outstanding)) return false;
   if (fenced(&iface->fence, iface->fence_upto, iface->outstanding)) return false;
   return true;
@@ -239,7 +241,7 @@ ucs_status_t ep_flush(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
     ep->canceled = true;
   }
   if (!ep->pending.empty()) return UCS_ERR_NO_RESOURCE;
-  if (ep->outstanding.empty()) return UCS_OK;
+  if (ep->outstanding.empty() && core_idle(ep->iface)) return UCS_OK;
   if (comp) ep->flushes.push_back({ep->iface->next_seq, comp});
   return UCS_INPROGRESS;
 }
@@ -297,13 +299,15 @@ ucs_status_t connect(SrdEp* ep, const uct_device_addr_t* dev_addr, const void* a
   SrdIface* iface = ep->iface;
   std::memcpy(ep->peer_gid, dev_addr, sizeof(ep->peer_gid));
   backend::Ah* ah = nullptr;
-  int rc = iface->dev->dev->create_ah(iface->dev->pd, ep->peer_gid, &ah);
+  int rc = ah_get(iface, ep->peer_gid, &ah);
   if (rc) return rc == -EINVAL ? UCS_ERR_INVALID_ADDR : UCS_ERR_UNREACHABLE;
   ep->ah = ah;
   ep->ahn = ah->ahn();
   ep->peer = a;
   ep->connected = true;
-  return UCS_OK;
+  ucs_status_t st = ep_core_connect(ep);
+  // A full transmit pool only delays the request (progress sends it).
+  return st == UCS_ERR_NO_RESOURCE ? UCS_OK : st;
 }
 
 ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) {
@@ -345,7 +349,7 @@ void ep_destroy(uct_ep_h tl) {
   iface->eps.remove(ep);
   for (auto it = iface->failed.begin(); it != iface->failed.end();)
     it = *it == ep ? iface->failed.erase(it) : it + 1;
-  if (ep->ah) iface->dev->dev->destroy_ah(ep->ah);
+  if (ep->ah) ah_put(iface, ep->peer_gid);
   ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
   delete ep;
 }
@@ -397,12 +401,7 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
   if (ep) {
     ep->outstanding.erase(op.seq);
     if (op.comp) invoke_completion(op.comp, st);
-    while (!ep->flushes.empty() &&
-           (ep->outstanding.empty() || *ep->outstanding.begin() >= ep->flushes.front().upto)) {
-      uct_completion_t* c = ep->flushes.front().comp;
-      ep->flushes.pop_front();
-      invoke_completion(c, UCS_OK);
-    }
+    ep_flushes_progress(ep);
   }
   iface_flushes_progress(iface);
 }

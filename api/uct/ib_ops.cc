@@ -12,7 +12,7 @@ namespace xpufab {
 namespace uct {
 namespace {
 
-// One CQ serves both directions (SRD completes sends and receives on the CQs the QP names).
+// The RDMA QP's CQ (its QP has no receive queue).
 int create_cq(SrdIface* iface, Dir, uint32_t entries, backend::Cq** cq_p) {
   backend::CqInitAttr a;
   a.entries = entries;
@@ -20,19 +20,23 @@ int create_cq(SrdIface* iface, Dir, uint32_t entries, backend::Cq** cq_p) {
   return iface->dev->dev->create_cq(a, cq_p);
 }
 
-int arm_cq(SrdIface* iface, Dir, int) {
+// TX: the RDMA QP's CQ; RX: the core's CQ (active messages in, their sends completing).
+int arm_cq(SrdIface* iface, Dir dir, int) {
   // EFA has no solicited-only notification: every CQE of an armed CQ wakes the fd.
-  return iface->cq ? iface->cq->arm() : -EINVAL;
+  backend::Cq* cq = dir == Dir::kTx ? iface->cq : iface->am_cq;
+  return cq ? cq->arm() : -EINVAL;
 }
 
 // Acknowledges the events the fd counted (an eventfd: one read clears it), as UCX's verbs
 // event_cq acknowledges ibv_get_cq_event before re-arming.
-void event_cq(SrdIface* iface, Dir) {
-  if (!iface->cq) return;
-  int fd = iface->cq->event_fd();
+void event_cq(SrdIface* iface, Dir dir) {
+  backend::Cq* cq = dir == Dir::kTx ? iface->cq : iface->am_cq;
+  efa_cq* pcq = dir == Dir::kTx ? &iface->pcq : &iface->am_pcq;
+  if (!cq || !pcq) return;
+  int fd = cq->event_fd();
   if (fd < 0) return;
   uint64_t n;
-  while (read(fd, &n, sizeof(n)) == sizeof(n)) efa_cq_ack_event(&iface->pcq);
+  while (read(fd, &n, sizeof(n)) == sizeof(n)) efa_cq_ack_event(pcq);
 }
 
 // A failed completion: the endpoint that posted it fails, once.

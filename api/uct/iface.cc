@@ -21,6 +21,10 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+    {"MAX_PEERS", "16", "Peers one interface exchanges active messages with (receive buffers are\n"
+     "reserved per peer).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
+    {"CREDITS", "32", "Active messages a peer may have in flight to us (rounded up to a power of 2).",
+     offsetof(SrdIfaceConfig, credits), UCS_CONFIG_TYPE_UINT},
     {nullptr, nullptr, nullptr, 0, {}},
 };
 
@@ -43,15 +47,16 @@ bool has_read(const SrdIface* i) { return (i->dev->attr.device_caps & backend::k
 bool has_write(const SrdIface* i) { return (i->dev->attr.device_caps & backend::kCapRdmaWrite) != 0; }
 
 // Whether a CQE is waiting to be polled (without consuming it).
-bool cq_has_entry(SrdIface* i) {
-  const uint32_t c = efa_cq_consumed(&i->pcq);
-  const uint8_t* slot = i->pcq.buf + static_cast<size_t>(c & i->pcq.mask) * EFA_IO_CQE_SIZE;
+bool cq_has_entry(SrdIface*, efa_cq* cq) {
+  const uint32_t c = efa_cq_consumed(cq);
+  const uint8_t* slot = cq->buf + static_cast<size_t>(c & cq->mask) * EFA_IO_CQE_SIZE;
   const uint32_t w0 = xpu_load_acquire_u32(reinterpret_cast<const uint32_t*>(slot));
-  return ((w0 >> 24) & 1u) == efa_dp_cq_phase(c, i->pcq.log2_entries);
+  return ((w0 >> 24) & 1u) == efa_dp_cq_phase(c, cq->log2_entries);
 }
 
-void complete_flushes(std::deque<FlushReq>* q, const std::set<uint64_t>& outstanding) {
-  while (!q->empty() && (outstanding.empty() || *outstanding.begin() >= q->front().upto)) {
+void complete_flushes(SrdIface* iface, std::deque<FlushReq>* q, const std::set<uint64_t>& outstanding) {
+  while (!q->empty() && core_idle(iface) &&
+         (outstanding.empty() || *outstanding.begin() >= q->front().upto)) {
     uct_completion_t* comp = q->front().comp;
     q->pop_front();
     invoke_completion(comp, UCS_OK);
@@ -59,6 +64,7 @@ void complete_flushes(std::deque<FlushReq>* q, const std::set<uint64_t>& outstan
 }
 
 void iface_teardown(SrdIface* iface) {
+  core_teardown(iface);
   if (iface->qp) iface->dev->dev->destroy_qp(iface->qp);
   if (iface->cq) iface->dev->dev->destroy_cq(iface->cq);
   if (iface->bounce_mr) iface->dev->dev->dereg_mr(iface->bounce_mr);
@@ -89,6 +95,17 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   uint64_t flags = UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                    UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
   const size_t seg = iface->seg_size;
+  const size_t am_max = iface->scratch.size() - 1;  // less the UCT AM id byte
+  flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+           UCT_IFACE_FLAG_CB_SYNC;
+  attr->cap.am.max_short = am_max;
+  attr->cap.am.max_bcopy = am_max;
+  attr->cap.am.min_zcopy = 0;
+  attr->cap.am.max_zcopy = am_max;
+  attr->cap.am.opt_zcopy_align = 1;
+  attr->cap.am.align_mtu = 1;
+  attr->cap.am.max_hdr = am_max;
+  attr->cap.am.max_iov = 16;
   if (has_write(iface)) {
     flags |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY;
     attr->cap.put.max_short = iface->inline_write ? iface->inline_max : 64;
@@ -112,8 +129,9 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   }
   attr->cap.flags = flags;
   attr->cap.event_flags = 0;
-  if (iface->cq->event_fd() >= 0)
-    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_FD;
+  if (iface->epfd >= 0)
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
   attr->device_addr_len = sizeof(iface->gid);
   attr->iface_addr_len = sizeof(IfaceAddr);
   attr->ep_addr_len = sizeof(IfaceAddr);
@@ -135,7 +153,7 @@ ucs_status_t iface_get_device_address(uct_iface_h tl, uct_device_addr_t* addr) {
 
 ucs_status_t iface_get_address(uct_iface_h tl, uct_iface_addr_t* addr) {
   SrdIface* iface = iface_of(tl);
-  IfaceAddr a{kAddrMagic, iface->qpn, iface->qkey, iface->bounce_mr->rkey(),
+  IfaceAddr a{kAddrMagic, iface->qpn, iface->am_qpn, iface->qkey, iface->bounce_mr->rkey(),
               reinterpret_cast<uintptr_t>(iface->ka_word)};
   std::memcpy(addr, &a, sizeof(a));
   return UCS_OK;
@@ -155,7 +173,7 @@ ucs_status_t iface_flush(uct_iface_h tl, unsigned flags, uct_completion_t* comp)
   if (flags & UCT_FLUSH_FLAG_CANCEL) return UCS_ERR_UNSUPPORTED;
   for (SrdEp* ep : iface->eps)
     if (!ep->pending.empty()) return UCS_ERR_NO_RESOURCE;
-  if (iface->outstanding.empty()) return UCS_OK;
+  if (iface->outstanding.empty() && core_idle(iface)) return UCS_OK;
   if (comp) iface->flushes.push_back({iface->next_seq, comp});
   return UCS_INPROGRESS;
 }
@@ -168,7 +186,7 @@ ucs_status_t iface_fence(uct_iface_h tl, unsigned) {
 }
 
 ucs_status_t iface_event_fd_get(uct_iface_h tl, int* fd_p) {
-  int fd = iface_of(tl)->cq->event_fd();
+  int fd = iface_of(tl)->epfd;
   if (fd < 0) return UCS_ERR_UNSUPPORTED;
   *fd_p = fd;
   return UCS_OK;
@@ -176,15 +194,20 @@ ucs_status_t iface_event_fd_get(uct_iface_h tl, int* fd_p) {
 
 ucs_status_t iface_event_arm(uct_iface_h tl, unsigned events) {
   SrdIface* iface = iface_of(tl);
-  if (iface->cq->event_fd() < 0) return UCS_ERR_UNSUPPORTED;
+  if (iface->epfd < 0) return UCS_ERR_UNSUPPORTED;
   if (events & ~static_cast<unsigned>(UCT_EVENT_SEND_COMP | UCT_EVENT_RECV))
     return UCS_ERR_UNSUPPORTED;
   iface->ib_ops->event_cq(iface, Dir::kTx);
-  if (cq_has_entry(iface) || !iface->failed.empty()) return UCS_ERR_BUSY;
+  iface->ib_ops->event_cq(iface, Dir::kRx);
+  if (cq_has_entry(iface, &iface->pcq) || cq_has_entry(iface, &iface->am_pcq) || cq_has_entry(iface, &iface->core->cq) ||
+      !iface->failed.empty() ||
+      iface->core->stalled || iface->core->txq.count)
+    return UCS_ERR_BUSY;
   int rc = iface->ib_ops->arm_cq(iface, Dir::kTx, 0);
+  if (rc == 0) rc = iface->ib_ops->arm_cq(iface, Dir::kRx, 0);
   if (rc) return status_of_errno(rc);
   // A CQE written between the check and the arm raised no event: report it now.
-  if (cq_has_entry(iface)) return UCS_ERR_BUSY;
+  if (cq_has_entry(iface, &iface->pcq) || cq_has_entry(iface, &iface->am_pcq)) return UCS_ERR_BUSY;
   return UCS_OK;
 }
 
@@ -208,6 +231,7 @@ uct_iface_ops_t make_ops() {
   std::memset(&o, 0, sizeof(o));
   fill_iface_ops(&o);
   fill_ep_ops(&o);
+  fill_am_ops(&o);
   return o;
 }
 
@@ -239,7 +263,7 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   if (rc) return rc;
   backend::QpAttr at;
   at.state = backend::QpState::kInit;
-  at.qkey = static_cast<uint32_t>(std::rand()) & 0x7fffffffu;
+  at.qkey = kQkey;
   rc = iface->qp->modify(at, backend::kQpAttrState | backend::kQpAttrPkeyIndex |
                                  backend::kQpAttrPort | backend::kQpAttrQkey);
   if (rc == 0) {
@@ -285,7 +309,7 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   iface->ops.assign(iface->sq_depth, Op{});
   iface->free_ops.clear();
   for (uint32_t i = iface->sq_depth; i-- > 0;) iface->free_ops.push_back(i);
-  return 0;
+  return core_setup(iface, cfg);
 }
 
 }  // namespace
@@ -349,7 +373,9 @@ unsigned iface_progress(uct_iface_h tl) {
       iface->ib_ops->handle_failure(iface, &op, st);
     complete_op(iface, static_cast<uint32_t>(idx), st);
   }
-  complete_flushes(&iface->flushes, iface->outstanding);
+  n += core_progress(iface);
+  for (SrdEp* ep : iface->eps) complete_flushes(iface, &ep->flushes, ep->outstanding);
+  complete_flushes(iface, &iface->flushes, iface->outstanding);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
   // here touches the endpoint afterwards.
   while (!iface->failed.empty()) {
@@ -363,7 +389,8 @@ unsigned iface_progress(uct_iface_h tl) {
 }
 
 // Called by every ep completion; keeps the iface-level flush queue moving too.
-void iface_flushes_progress(SrdIface* iface) { complete_flushes(&iface->flushes, iface->outstanding); }
+void iface_flushes_progress(SrdIface* iface) { complete_flushes(iface, &iface->flushes, iface->outstanding); }
+void ep_flushes_progress(SrdEp* ep) { complete_flushes(ep->iface, &ep->flushes, ep->outstanding); }
 
 ucs_status_t query_devices(uct_md_h tl, uct_tl_device_resource_t** devices_p, unsigned* num_p) {
   auto* md = reinterpret_cast<SrdMd*>(tl);
@@ -383,6 +410,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
   auto* iface = new SrdIface();
   iface->md = md;
   iface->dev = dev;
+  if (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) iface->rx_headroom = params->rx_headroom;
   int count = 1;
   ucs_status_t st = uct_base_iface_t_init(&iface->super, &uct_base_iface_t_class, &count, &g_ops,
                                           &uct_base_iface_internal_ops, tl_md, worker, params,

@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "api/backend/backend.h"
+#include "api/proto/proto.h"
 #include "api/uct/ucx_compat.h"
 #include "device/efa_dp.h"
 
@@ -72,7 +75,8 @@ struct SrdEp;
 // the 16-byte GID).
 struct __attribute__((packed)) IfaceAddr {
   uint8_t magic;
-  uint32_t qpn;
+  uint32_t qpn;     // RDMA QP
+  uint32_t am_qpn;  // the protocol core's QP (AM, handshake)
   uint32_t qkey;
   uint32_t ka_rkey;
   uint64_t ka_addr;
@@ -128,7 +132,32 @@ struct SrdIfaceConfig {
   uct_iface_config_t super;
   unsigned tx_queue_len;
   size_t seg_size;
+  unsigned max_peers;
+  unsigned credits;
 };
+
+// In the role of UCX's uct_rc_iface_ops flow-control hooks: receive buffers and AM credits, each
+// a call into the protocol core (api/proto), which owns credit accounting.
+struct RcIfaceOps {
+  int (*init_rx)(SrdIface* iface);
+  void (*fc_ctrl)(SrdIface* iface, uint32_t peer);  // give a peer its credits back
+  void (*fc_handler)(SrdIface* iface);              // send what credits now allow
+};
+extern const RcIfaceOps kRcIfaceOps;
+
+// One AH per remote GID, shared by the endpoints and the core's peer table (EFA reports one AH
+// per source in RX completions, so two AHs for one GID would split a peer in two).
+struct AhRef {
+  backend::Ah* ah;
+  int refs;
+};
+
+// Control messages on core AM id kCtlAmId: a connecting endpoint's request, the peer's answer
+// (it then holds an AH for us, which RDMA at the peer requires).
+inline constexpr uint32_t kUctAmId = 0;
+inline constexpr uint32_t kCtlAmId = 1;
+inline constexpr uint32_t kQkey = 0x11235813u;
+enum : uint8_t { kCtlConnReq = 1, kCtlConnAck = 2 };
 extern ucs_config_field_t g_iface_config_table[];
 
 struct SrdIface {
@@ -162,6 +191,25 @@ struct SrdIface {
   bool fence = false;
   uint64_t fence_upto = 0;
   std::vector<SrdEp*> failed;  // error handlers to call once polling is done
+  const RcIfaceOps* rc_ops = &kRcIfaceOps;
+  // The protocol core on its own SRD QP and CQ: active messages and the handshake.
+  backend::Cq* am_cq = nullptr;
+  backend::Qp* am_qp = nullptr;
+  uint32_t am_qpn = 0;
+  proto_ep* core = nullptr;
+  // The core polls a relay of its CQ: senders new to us get their AH before the core sees them.
+  efa_cq am_pcq{};
+  std::vector<uint8_t> relay_store;
+  uint8_t* relay = nullptr;
+  uint32_t relay_prod = 0;
+  std::vector<uint64_t> core_mem;
+  std::vector<uint8_t> core_bounce_store;
+  backend::Mr* core_mr = nullptr;
+  proto_config core_cfg{};
+  std::vector<uint8_t> scratch;  // one AM payload, gathered
+  size_t rx_headroom = 0;
+  std::map<std::vector<uint8_t>, AhRef> ahs;
+  int epfd = -1;
 };
 
 struct SrdEp {
@@ -181,6 +229,9 @@ struct SrdEp {
   std::deque<uct_pending_req_t*> pending;
   bool dispatching = false;
   bool canceled = false;  // flushed with UCT_FLUSH_FLAG_CANCEL
+  uint32_t peer_idx = PROTO_NONE;  // in the core's peer table
+  bool acked = false;              // the peer holds an AH for us: RDMA may go
+  bool req_due = false;            // the connection request still has to be sent
 };
 
 inline SrdIface* iface_of(uct_iface_h tl) { return reinterpret_cast<SrdIface*>(tl); }
@@ -197,6 +248,7 @@ ucs_status_t status_of(uint8_t efa_status);
 bool is_peer_failure(uint8_t efa_status);
 void invoke_completion(uct_completion_t* comp, ucs_status_t status);
 void iface_flushes_progress(SrdIface* iface);
+void ep_flushes_progress(SrdEp* ep);
 
 // ep.cc: the endpoint ops, their data path, and completion of what they posted.
 void fill_ep_ops(uct_iface_ops_t* ops);
@@ -204,6 +256,16 @@ void complete_op(SrdIface* iface, uint32_t index, ucs_status_t status);
 void dispatch_pending(SrdIface* iface);
 void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status);
 bool ep_can_post(const SrdEp* ep);
+
+// am.cc: the core's QP, AMs over it, the handshake, AH sharing.
+int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg);
+void core_teardown(SrdIface* iface);
+unsigned core_progress(SrdIface* iface);
+bool core_idle(const SrdIface* iface);
+int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p);
+void ah_put(SrdIface* iface, const uint8_t gid[16]);
+ucs_status_t ep_core_connect(SrdEp* ep);
+void fill_am_ops(uct_iface_ops_t* ops);
 
 // The ops table and caps of a live interface, for the support-table tool.
 const uct_iface_ops_t& srd_iface_ops();

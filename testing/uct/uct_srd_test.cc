@@ -185,6 +185,12 @@ class SrdTest : public ::testing::Test {
     ep.dev_addr = reinterpret_cast<const uct_device_addr_t*>(peer_.dev_addr);
     ep.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(peer_.iface_addr);
     ASSERT_EQ(UCS_OK, uct_ep_create(&ep, &ep_));
+    // RMA waits until the peer answered the connection request (it then holds an AH for us).
+    auto t0 = std::chrono::steady_clock::now();
+    while (uct_ep_put_short(ep_, nullptr, 0, peer_.buf, rkey_.rkey) == UCS_ERR_NO_RESOURCE) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no answer from the peer";
+    }
   }
 
   void TearDown() override {
