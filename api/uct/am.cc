@@ -276,6 +276,10 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   ca.with_sgid = true;
   ca.with_event_fd = (d.device_caps & backend::kCapCqNotifications) != 0;
   int rc = iface->dev->dev->create_cq(ca, &iface->am_cq);
+  if (rc != 0 && ca.with_event_fd) {  // as create_cq of ib_ops.cc: no event fd then
+    ca.with_event_fd = false;
+    rc = iface->dev->dev->create_cq(ca, &iface->am_cq);
+  }
   if (rc) return rc;
   backend::QpInitAttr qa;
   qa.type = backend::QpType::kSrd;

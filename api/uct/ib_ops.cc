@@ -17,7 +17,13 @@ int create_cq(SrdIface* iface, Dir, uint32_t entries, backend::Cq** cq_p) {
   backend::CqInitAttr a;
   a.entries = entries;
   a.with_event_fd = (iface->dev->attr.device_caps & backend::kCapCqNotifications) != 0;
-  return iface->dev->dev->create_cq(a, cq_p);
+  int rc = iface->dev->dev->create_cq(a, cq_p);
+  // No completion channel here (a device without one): the interface then offers no event fd.
+  if (rc != 0 && a.with_event_fd) {
+    a.with_event_fd = false;
+    rc = iface->dev->dev->create_cq(a, cq_p);
+  }
+  return rc;
 }
 
 // TX: the RDMA QP's CQ; RX: the core's CQ (active messages in, their sends completing).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -423,6 +424,9 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
   }
   int rc = setup(iface, cfg);
   if (rc) {
+    // UCX reports only "failed to open interface"; say which device step refused.
+    std::fprintf(stderr, "xpufab srd: opening an interface on %s failed: %s (%d)\n", dev->name.c_str(),
+                 std::strerror(-rc), rc);
     iface_teardown(iface);
     ucs_class_call_cleanup_chain(&uct_base_iface_t_class, &iface->super, -1);
     delete iface;

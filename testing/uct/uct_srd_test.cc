@@ -23,6 +23,8 @@
 namespace {
 
 constexpr size_t kBuf = 1 << 20;
+constexpr uint8_t kAmId = 5;
+constexpr size_t kHeadroom = 16;
 
 struct Wire {
   uint8_t dev_addr[64];
@@ -85,7 +87,9 @@ struct Side {
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic));
     uct_iface_params_t p{};
     p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
+                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    p.rx_headroom = kHeadroom;
     p.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
     p.mode.device.tl_name = "srd";
     p.mode.device.dev_name = dev.c_str();
@@ -125,7 +129,7 @@ struct Side {
 };
 
 // Commands the peer process obeys.
-enum : uint8_t { kQuit = 'q', kSum = 's', kFill = 'f' };
+enum : uint8_t { kQuit = 'q', kSum = 's', kFill = 'f', kAmHash = 'a' };
 
 uint64_t checksum(const uint8_t* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -137,14 +141,40 @@ void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed) ^ (i >> 8));
 }
 
+// What the peer's AM handler saw, folded in arrival order; every other descriptor is kept
+// (UCS_INPROGRESS) and released later with uct_iface_release_desc.
+uint64_t fold(uint64_t h, const void* data, size_t len) {
+  return h * 31 + checksum(static_cast<const uint8_t*>(data), len) + len;
+}
+
+struct AmSeen {
+  uint64_t count = 0, hash = 0;
+  std::vector<void*> kept;
+};
+
+ucs_status_t peer_am(void* arg, void* data, size_t length, unsigned flags) {
+  auto* a = static_cast<AmSeen*>(arg);
+  a->count++;
+  a->hash = fold(a->hash, data, length);
+  if ((flags & UCT_CB_PARAM_FLAG_DESC) && (a->count & 1)) {
+    a->kept.push_back(static_cast<uint8_t*>(data) - kHeadroom);
+    return UCS_INPROGRESS;
+  }
+  return UCS_OK;
+}
+
 // The peer: opens its side, sends its address, then progresses and answers commands.
 [[noreturn]] void peer_main(int fd) {
   Side s;
   s.open();
+  AmSeen seen;
+  if (uct_iface_set_am_handler(s.iface, kAmId, peer_am, &seen, 0) != UCS_OK) _exit(5);
   Wire w = s.wire();
   if (write(fd, &w, sizeof(w)) != sizeof(w)) _exit(2);
   for (;;) {
     s.progress();
+    for (void* d : seen.kept) uct_iface_release_desc(d);
+    seen.kept.clear();
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 0) <= 0) continue;
     uint8_t cmd;
@@ -154,6 +184,11 @@ void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
     uint64_t reply = 0;
     if (cmd == kSum) reply = checksum(s.buf.data() + arg[0], arg[1]);
     if (cmd == kFill) fill_pattern(s.buf.data(), kBuf, static_cast<uint32_t>(arg[0]));
+    if (cmd == kAmHash) {
+      // Waits for the number of messages the test sent (they may still be in flight).
+      while (seen.count < arg[0]) s.progress();
+      reply = seen.hash;
+    }
     if (write(fd, &reply, sizeof(reply)) != sizeof(reply)) _exit(4);
   }
   s.close();
@@ -363,12 +398,73 @@ TEST_F(SrdTest, BadInputGetsErrorsNotCrashes) {
   EXPECT_EQ(1, c.calls);
 }
 
+// am_short / am_short_iov / am_bcopy / am_zcopy arrive whole, in order, at the peer's handler,
+// which keeps every other descriptor and releases it later.
+TEST_F(SrdTest, ActiveMessagesArriveInOrderWithDescriptors) {
+  const uint64_t f = local_.attr.cap.flags;
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_SHORT);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_BCOPY);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_ZCOPY);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_CB_SYNC);
+  uint8_t* src = local_.buf.data();
+  fill_pattern(src, kBuf, 3);
+  uint64_t want = 0, n = 0;
+  for (int round = 0; round < 40; ++round) {
+    const uint64_t header = 0x1122334455667700ull + round;
+    const unsigned plen = 1 + round * 7;
+    ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_am_short(ep_, kAmId, header, src + round, plen); }));
+    std::vector<uint8_t> m(8 + plen);
+    std::memcpy(m.data(), &header, 8);
+    std::memcpy(m.data() + 8, src + round, plen);
+    want = fold(want, m.data(), m.size());
+    ++n;
+    uct_iov_t iov2[2] = {{src + 100, 10u + round, nullptr, 0, 1}, {src + 900, 33, nullptr, 0, 1}};
+    ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_am_short_iov(ep_, kAmId, iov2, 2); }));
+    std::vector<uint8_t> v(src + 100, src + 110 + round);
+    v.insert(v.end(), src + 900, src + 933);
+    want = fold(want, v.data(), v.size());
+    ++n;
+    struct Arg {
+      const uint8_t* p;
+      size_t len;
+    } arg{src + 5000 + round, 3000u + round};
+    auto pack = [](void* dest, void* a) -> size_t {
+      auto* x = static_cast<Arg*>(a);
+      std::memcpy(dest, x->p, x->len);
+      return x->len;
+    };
+    ssize_t packed;
+    while ((packed = uct_ep_am_bcopy(ep_, kAmId, pack, &arg, 0)) == UCS_ERR_NO_RESOURCE) local_.progress();
+    ASSERT_EQ(static_cast<ssize_t>(arg.len), packed);
+    want = fold(want, arg.p, arg.len);
+    ++n;
+    uint8_t hdr[8];
+    std::memcpy(hdr, &header, 8);
+    uct_iov_t iov{src + 20000, 2000u + round, local_.memh, 0, 1};
+    Comp c;
+    ucs_status_t st = retry([&] { return uct_ep_am_zcopy(ep_, kAmId, hdr, 8, &iov, 1, 0, &c.c); });
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS);
+    if (st == UCS_INPROGRESS) wait_comp(&c.c);
+    std::vector<uint8_t> z(hdr, hdr + 8);
+    z.insert(z.end(), src + 20000, src + 22000 + round);
+    want = fold(want, z.data(), z.size());
+    ++n;
+  }
+  flush_ep();
+  EXPECT_EQ(want, ask(kAmHash, n, 0));
+  // Bad input: an id past UCT_AM_ID_MAX, a payload past max_short.
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_short(ep_, UCT_AM_ID_MAX, 0, src, 8));
+  std::vector<uint8_t> big(local_.attr.cap.am.max_short + 1);
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_short(ep_, kAmId, 0, big.data(), big.size()));
+}
+
 // Fills the SQ: NO_RESOURCE, pending requests then run in order as completions free it.
 TEST_F(SrdTest, PendingUnderAFullQueueRunsInOrder) {
   if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT)) GTEST_SKIP() << "no RDMA write";
   uint64_t v = 0;
   size_t posted = 0;
-  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf, rkey_.rkey) == UCS_OK) ++posted;
+  // The filler writes elsewhere: SRD does not order writes, so it could land after a pending one.
+  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf + 4096, rkey_.rkey) == UCS_OK) ++posted;
   ASSERT_GT(posted, 0u);
   struct Req {
     uct_pending_req_t r;
