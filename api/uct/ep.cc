@@ -58,6 +58,11 @@ void unreserve(SrdIface* iface, uint32_t idx) {
 ucs_status_t post_rdma(SrdEp* ep, uint32_t idx, OpKind kind, uint32_t efa_op, uint64_t laddr,
                        uint32_t len, uint32_t lkey, uint64_t raddr, uct_rkey_t rkey, bool inl) {
   SrdIface* iface = ep->iface;
+  const uint32_t need = efa_op == EFA_DP_OP_RDMA_READ ? backend::kCapRdmaRead : backend::kCapRdmaWrite;
+  if (!(iface->dev->attr.device_caps & need)) {  // the row is not advertised on this device
+    unreserve(iface, idx);
+    return UCS_ERR_UNSUPPORTED;
+  }
   efa_dp_wr wr;
   std::memset(&wr, 0, sizeof(wr));
   wr.op = efa_op;
