@@ -25,7 +25,7 @@ bool resources_free(SrdEp* ep) {
   SrdIface* iface = ep->iface;
   if (!ep->connected || ep->failed || iface->free_ops.empty()) return false;
   // RDMA needs an AH for us at the peer: the handshake's answer says it has one.
-  if (!ep->acked) return false;
+  if (!ep->acked || ep->write_wait) return false;
   if (fenced(&ep->fence, ep->fence_upto, ep->outstanding)) return false;
   if (fenced(&iface->fence, iface->fence_upto, iface->outstanding)) return false;
   return true;
@@ -54,6 +54,17 @@ void unreserve(SrdIface* iface, uint32_t idx) {
   iface->free_ops.push_back(idx);
 }
 
+bool write_overlaps(SrdEp* ep, uint64_t raddr, uint32_t len) {
+  if (ep->writes == 0) return false;
+  for (const Op& o : ep->iface->ops) {
+    if (o.ep == ep && o.rlen && raddr < o.raddr + o.rlen && o.raddr < raddr + len) {
+      ep->write_wait = true;  // pending_add now queues instead of answering BUSY
+      return true;
+    }
+  }
+  return false;
+}
+
 // Posts an RDMA op on the reserved slot; the op's fields other than kind/ep/seq are the caller's.
 ucs_status_t post_rdma(SrdEp* ep, uint32_t idx, OpKind kind, uint32_t efa_op, uint64_t laddr,
                        uint32_t len, uint32_t lkey, uint64_t raddr, uct_rkey_t rkey, bool inl) {
@@ -76,15 +87,26 @@ ucs_status_t post_rdma(SrdEp* ep, uint32_t idx, OpKind kind, uint32_t efa_op, ui
   wr.rkey = static_cast<uint32_t>(rkey);
   wr.context = idx;
   Op& op = iface->ops[idx];
+  // SRD delivers writes in any order: a write that overlaps one still outstanding waits for it,
+  // so that the last write to a location is the one that stays (ordered RMA semantics).
+  if (efa_op == EFA_DP_OP_RDMA_WRITE && write_overlaps(ep, raddr, len)) {
+    unreserve(iface, idx);
+    return UCS_ERR_NO_RESOURCE;
+  }
   op.kind = kind;
   op.ep = ep;
   op.seq = iface->next_seq;
+  if (efa_op == EFA_DP_OP_RDMA_WRITE) {
+    op.raddr = raddr;
+    op.rlen = len;
+  }
   int rc = efa_sq_post(&iface->sq, &wr);
   if (rc) {
     unreserve(iface, idx);
     return rc == -FI_EAGAIN ? UCS_ERR_NO_RESOURCE : UCS_ERR_INVALID_PARAM;
   }
   ++iface->next_seq;
+  if (op.rlen) ++ep->writes;
   iface->outstanding.insert(op.seq);
   ep->outstanding.insert(op.seq);
   return UCS_OK;
@@ -121,6 +143,7 @@ ssize_t put_bcopy(uct_ep_h tl, uct_pack_callback_t pack_cb, void* arg, uint64_t 
   SrdEp* ep = ep_of(tl);
   SrdIface* iface = ep->iface;
   if (pack_cb == nullptr) return UCS_ERR_INVALID_PARAM;
+  if (write_overlaps(ep, raddr, 1)) return UCS_ERR_NO_RESOURCE;  // before packing anything
   uint32_t idx;
   ucs_status_t st = reserve(ep, &idx);
   if (st != UCS_OK) return st;
@@ -404,6 +427,10 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
   iface->outstanding.erase(op.seq);
   unreserve(iface, idx);
   if (ep) {
+    if (op.rlen) {
+      --ep->writes;
+      ep->write_wait = false;
+    }
     ep->outstanding.erase(op.seq);
     if (op.comp) invoke_completion(op.comp, st);
     ep_flushes_progress(ep);

@@ -103,6 +103,8 @@ struct Op {
   void* arg = nullptr;
   size_t length = 0;
   uint64_t seq = 0;  // position in the interface's posting order
+  uint64_t raddr = 0;   // RDMA writes: the remote range, for the overlap rule of ep.cc
+  uint32_t rlen = 0;
   int* done = nullptr;  // get_short waits on it
   ucs_status_t* status = nullptr;
 };
@@ -232,6 +234,9 @@ struct SrdEp {
   uint32_t peer_idx = PROTO_NONE;  // in the core's peer table
   bool acked = false;              // the peer holds an AH for us: RDMA may go
   bool req_due = false;            // the connection request still has to be sent
+  uint32_t writes = 0;             // RDMA writes outstanding
+  bool write_wait = false;         // a write waits for an overlapping one: no resource until
+                                   // one of ours completes
 };
 
 inline SrdIface* iface_of(uct_iface_h tl) { return reinterpret_cast<SrdIface*>(tl); }

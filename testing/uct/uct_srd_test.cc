@@ -464,7 +464,7 @@ TEST_F(SrdTest, PendingUnderAFullQueueRunsInOrder) {
   uint64_t v = 0;
   size_t posted = 0;
   // The filler writes elsewhere: SRD does not order writes, so it could land after a pending one.
-  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf + 4096, rkey_.rkey) == UCS_OK) ++posted;
+  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf + 4096 + 8 * posted, rkey_.rkey) == UCS_OK) ++posted;
   ASSERT_GT(posted, 0u);
   struct Req {
     uct_pending_req_t r;

@@ -27,13 +27,14 @@ run() {
     echo "ok   $name: $final"
   else
     wait "$spid" || true
-    echo "FAIL: $name"; tail -5 "$TEST_TMPDIR/$name.cli" "$TEST_TMPDIR/$name.srv"; fail=1
+    echo "FAIL: $name"; tail -n 5 "$TEST_TMPDIR/$name.cli" "$TEST_TMPDIR/$name.srv"; fail=1
   fi
 }
 
 server_args=(-x srd -d efa_emu0)
 uct=(-x srd -d efa_emu0)
 run put_lat "${uct[@]}" -t put_lat -n 2000
+run put_bw_bcopy "${uct[@]}" -t put_bw -D bcopy -s 8192 -n 2000
 run put_bw_zcopy_1M "${uct[@]}" -t put_bw -D zcopy -s 1048576 -n 200
 run get_bcopy "${uct[@]}" -t get -D bcopy -s 4096 -n 2000
 run get_zcopy "${uct[@]}" -t get -D zcopy -s 65536 -n 500
