@@ -159,7 +159,10 @@ ucs_status_t am_send(SrdEp* ep, uint8_t id, const void* a, uint32_t alen, const 
   s[0] = id;
   if (alen) std::memcpy(s + 1, a, alen);
   int rc = proto_am_send(iface->core, ep->peer_idx, kUctAmId, s, 1 + alen, b, blen);
-  if (rc == -FI_EAGAIN) return UCS_ERR_NO_RESOURCE;
+  if (rc == -FI_EAGAIN) {
+    ep->core_wait = true;
+    return UCS_ERR_NO_RESOURCE;
+  }
   if (rc) return UCS_ERR_INVALID_PARAM;
   return UCS_OK;
 }
@@ -193,8 +196,10 @@ ssize_t am_bcopy(uct_ep_h tl, uint8_t id, uct_pack_callback_t pack_cb, void* arg
   SrdEp* ep = ep_of(tl);
   if (pack_cb == nullptr) return UCS_ERR_INVALID_PARAM;
   // Nothing may be packed that cannot be sent now.
-  if (ep->connected && !ep->failed && ep->iface->core->tx_free_count <= PROTO_TX_RESERVE)
+  if (ep->connected && !ep->failed && ep->iface->core->tx_free_count <= PROTO_TX_RESERVE) {
+    ep->core_wait = true;
     return UCS_ERR_NO_RESOURCE;
+  }
   std::vector<uint8_t>& g = gather_buf();
   g.resize(ep->iface->scratch.size());
   const size_t len = pack_cb(g.data(), arg);
@@ -314,6 +319,7 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   if (rc == 0) rc = iface->dev->dev->local_address(iface->am_qp, gid, &iface->am_qpn, &qkey);
   if (rc == 0) rc = iface->rc_ops->init_rx(iface);
   if (rc) return rc;
+  iface_attach(iface->dev, iface);
   // One fd for UCT: readable when either CQ has an event.
   if (iface->cq->event_fd() >= 0 && iface->am_cq->event_fd() >= 0) {
     iface->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -329,6 +335,7 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
 }
 
 void core_teardown(SrdIface* iface) {
+  if (iface->core) iface_detach(iface->dev, iface);
   if (iface->epfd >= 0) ::close(iface->epfd);
   iface->epfd = -1;
   if (iface->am_qp) iface->dev->dev->destroy_qp(iface->am_qp);
@@ -347,13 +354,20 @@ unsigned core_progress(SrdIface* iface) {
   if (!iface->core) return 0;
   relay_cqes(iface);
   proto_comp comps[16];
-  int n = proto_progress(iface->core, comps, 16);  // AMs raise no protocol completions
+  int n = proto_progress(iface->core, comps, 16);
+  for (int k = 0; k < n; ++k)
+    if (comps[k].flags & FI_ATOMIC) {
+      if (iface->amo_outstanding) iface->amo_outstanding--;
+      amo_complete(comps[k]);
+    }
   for (SrdEp* ep : iface->eps)
     if (ep->req_due) ep_core_connect(ep);
   return n > 0 ? static_cast<unsigned>(n) : 0;
 }
 
-bool core_idle(const SrdIface* iface) { return iface->core == nullptr || proto_ep_idle(iface->core); }
+bool core_idle(const SrdIface* iface) {
+  return iface->core == nullptr || (proto_ep_idle(iface->core) && iface->amo_outstanding == 0);
+}
 
 void fill_am_ops(uct_iface_ops_t* o) {
   o->ep_am_short = am_short;

@@ -284,7 +284,7 @@ ucs_status_t ep_fence(uct_ep_h tl, unsigned) {
 ucs_status_t pending_add(uct_ep_h tl, uct_pending_req_t* req, unsigned) {
   SrdEp* ep = ep_of(tl);
   if (req == nullptr) return UCS_ERR_INVALID_PARAM;
-  if (ep->pending.empty() && resources_free(ep)) return UCS_ERR_BUSY;
+  if (ep->pending.empty() && !ep->core_wait && resources_free(ep)) return UCS_ERR_BUSY;
   ep->pending.push_back(req);
   return UCS_OK;
 }
@@ -440,6 +440,7 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
 
 void dispatch_pending(SrdIface* iface) {
   for (SrdEp* ep : iface->eps) {
+    ep->core_wait = false;  // progress may have freed transmit buffers: let the requests try
     ep->dispatching = true;
     while (!ep->pending.empty() && resources_free(ep)) {
       uct_pending_req_t* r = ep->pending.front();

@@ -64,6 +64,12 @@ void complete_flushes(SrdIface* iface, std::deque<FlushReq>* q, const std::set<u
   }
 }
 
+bool any_pending(const SrdIface* iface) {
+  for (const SrdEp* ep : iface->eps)
+    if (!ep->pending.empty()) return true;
+  return false;
+}
+
 void iface_teardown(SrdIface* iface) {
   core_teardown(iface);
   if (iface->qp) iface->dev->dev->destroy_qp(iface->qp);
@@ -107,6 +113,12 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   attr->cap.am.align_mtu = 1;
   attr->cap.am.max_hdr = am_max;
   attr->cap.am.max_iov = 16;
+  flags |= UCT_IFACE_FLAG_ATOMIC_CPU;
+  const uint64_t post = UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) | UCS_BIT(UCT_ATOMIC_OP_OR) |
+                        UCS_BIT(UCT_ATOMIC_OP_XOR);
+  const uint64_t fetch = post | UCS_BIT(UCT_ATOMIC_OP_SWAP) | UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+  attr->cap.atomic32.op_flags = attr->cap.atomic64.op_flags = post;
+  attr->cap.atomic32.fop_flags = attr->cap.atomic64.fop_flags = fetch;
   if (has_write(iface)) {
     flags |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY;
     attr->cap.put.max_short = iface->inline_write ? iface->inline_max : 64;
@@ -172,8 +184,8 @@ int iface_is_reachable(const uct_iface_h, const uct_device_addr_t* dev_addr,
 ucs_status_t iface_flush(uct_iface_h tl, unsigned flags, uct_completion_t* comp) {
   SrdIface* iface = iface_of(tl);
   if (flags & UCT_FLUSH_FLAG_CANCEL) return UCS_ERR_UNSUPPORTED;
-  for (SrdEp* ep : iface->eps)
-    if (!ep->pending.empty()) return UCS_ERR_NO_RESOURCE;
+  // Pending requests first: the caller progresses and flushes again.
+  if (any_pending(iface)) return UCS_ERR_NO_RESOURCE;
   if (iface->outstanding.empty() && core_idle(iface)) return UCS_OK;
   if (comp) iface->flushes.push_back({iface->next_seq, comp});
   return UCS_INPROGRESS;
@@ -233,6 +245,7 @@ uct_iface_ops_t make_ops() {
   fill_iface_ops(&o);
   fill_ep_ops(&o);
   fill_am_ops(&o);
+  fill_amo_ops(&o);
   return o;
 }
 
@@ -376,7 +389,7 @@ unsigned iface_progress(uct_iface_h tl) {
   }
   n += core_progress(iface);
   for (SrdEp* ep : iface->eps) complete_flushes(iface, &ep->flushes, ep->outstanding);
-  complete_flushes(iface, &iface->flushes, iface->outstanding);
+  if (!any_pending(iface)) complete_flushes(iface, &iface->flushes, iface->outstanding);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
   // here touches the endpoint afterwards.
   while (!iface->failed.empty()) {
@@ -390,7 +403,9 @@ unsigned iface_progress(uct_iface_h tl) {
 }
 
 // Called by every ep completion; keeps the iface-level flush queue moving too.
-void iface_flushes_progress(SrdIface* iface) { complete_flushes(iface, &iface->flushes, iface->outstanding); }
+void iface_flushes_progress(SrdIface* iface) {
+  if (!any_pending(iface)) complete_flushes(iface, &iface->flushes, iface->outstanding);
+}
 void ep_flushes_progress(SrdEp* ep) { complete_flushes(ep->iface, &ep->flushes, ep->outstanding); }
 
 ucs_status_t query_devices(uct_md_h tl, uct_tl_device_resource_t** devices_p, unsigned* num_p) {

@@ -86,6 +86,7 @@ ucs_status_t mem_reg(uct_md_h tl, void* address, size_t length, unsigned, uct_me
   backend::Mr* mr = nullptr;
   int rc = md->dev->dev->reg_mr(md->dev->pd, a, &mr);
   if (rc) return status_of_errno(rc);
+  mr_publish(md->dev, reinterpret_cast<uintptr_t>(address), length, mr->rkey());
   *memh_p = new SrdMemh{mr};
   return UCS_OK;
 }
@@ -97,6 +98,7 @@ ucs_status_t mem_dereg(uct_md_h tl, const uct_md_mem_dereg_params_t* params) {
   if ((params->field_mask & XPUFAB_UCT_MD_MEM_DEREG_FIELD_FLAGS) && params->flags != 0)
     return UCS_ERR_UNSUPPORTED;  // no invalidation (UCT_MD_FLAG_INVALIDATE is not advertised)
   auto* memh = static_cast<SrdMemh*>(params->memh);
+  mr_withdraw(md->dev, memh->mr->rkey());
   int rc = md->dev->dev->dereg_mr(memh->mr);
   if (rc) return status_of_errno(rc);
   delete memh;

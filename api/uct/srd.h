@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <map>
+#include <mutex>
 
 #include "api/backend/backend.h"
 #include "api/proto/proto.h"
@@ -36,6 +37,13 @@ struct SharedDevice {
   backend::Pd* pd = nullptr;
   backend::DeviceAttr attr{};
   int refs = 0;
+  struct Region {
+    uint64_t addr, len;
+    uint32_t key;
+  };
+  std::mutex mr_lock;  // guards mrs and ifaces
+  std::vector<Region> mrs;
+  std::vector<struct SrdIface*> ifaces;
 };
 
 // The devices of the backend FI_EFA_BACKEND chooses (auto: hardware first, else the emulator).
@@ -212,6 +220,7 @@ struct SrdIface {
   size_t rx_headroom = 0;
   std::map<std::vector<uint8_t>, AhRef> ahs;
   int epfd = -1;
+  uint32_t amo_outstanding = 0;  // fetching atomics waiting for their reply
 };
 
 struct SrdEp {
@@ -235,6 +244,7 @@ struct SrdEp {
   bool acked = false;              // the peer holds an AH for us: RDMA may go
   bool req_due = false;            // the connection request still has to be sent
   uint32_t writes = 0;             // RDMA writes outstanding
+  bool core_wait = false;          // an AM or atomic found the core's transmit pool full
   bool write_wait = false;         // a write waits for an overlapping one: no resource until
                                    // one of ours completes
 };
@@ -271,6 +281,14 @@ int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p);
 void ah_put(SrdIface* iface, const uint8_t gid[16]);
 ucs_status_t ep_core_connect(SrdEp* ep);
 void fill_am_ops(uct_iface_ops_t* ops);
+
+// amo.cc: atomics on the core, and the registrations its MR table mirrors.
+void fill_amo_ops(uct_iface_ops_t* ops);
+void amo_complete(const proto_comp& c);
+void mr_publish(SharedDevice* dev, uint64_t addr, uint64_t len, uint32_t key);
+void mr_withdraw(SharedDevice* dev, uint32_t key);
+void iface_attach(SharedDevice* dev, SrdIface* iface);
+void iface_detach(SharedDevice* dev, SrdIface* iface);
 
 // The ops table and caps of a live interface, for the support-table tool.
 const uct_iface_ops_t& srd_iface_ops();

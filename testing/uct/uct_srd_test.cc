@@ -458,6 +458,53 @@ TEST_F(SrdTest, ActiveMessagesArriveInOrderWithDescriptors) {
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_short(ep_, kAmId, 0, big.data(), big.size()));
 }
 
+// Atomics run by the peer's core on its registered memory; fetched values come back.
+TEST_F(SrdTest, AtomicsExecuteAtThePeer) {
+  ASSERT_TRUE(local_.attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_CPU);
+  ASSERT_TRUE(local_.attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP));
+  ask(kFill, 0, 0);  // known contents
+  std::vector<uint8_t> init(kBuf);
+  fill_pattern(init.data(), kBuf, 0);
+  uint64_t v0, v1;
+  std::memcpy(&v0, init.data() + 64, 8);
+  std::memcpy(&v1, init.data() + 128, 4);
+  auto fetch = [&](auto call) {
+    Comp c;
+    ucs_status_t st = retry([&] { return call(&c.c); });
+    EXPECT_EQ(UCS_INPROGRESS, st);
+    if (st == UCS_INPROGRESS) wait_comp(&c.c);
+    EXPECT_EQ(UCS_OK, c.c.status);
+  };
+  uint64_t r64 = 0;
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_ADD, 5, &r64, peer_.buf + 64, rkey_.rkey, c); });
+  EXPECT_EQ(v0, r64);
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_atomic64_post(ep_, UCT_ATOMIC_OP_XOR, 0xff, peer_.buf + 64, rkey_.rkey); }));
+  // Posts and fetches to one peer are handled in order: the fetch sees the post.
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_SWAP, 7, &r64, peer_.buf + 64, rkey_.rkey, c); });
+  EXPECT_EQ((v0 + 5) ^ 0xff, r64);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap64(ep_, 7, 99, peer_.buf + 64, rkey_.rkey, &r64, c); });
+  EXPECT_EQ(7u, r64);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap64(ep_, 7, 123, peer_.buf + 64, rkey_.rkey, &r64, c); });
+  EXPECT_EQ(99u, r64);  // compare failed: unchanged
+  uint32_t r32 = 0, w32 = static_cast<uint32_t>(v1);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic32_fetch(ep_, UCT_ATOMIC_OP_OR, 0x100, &r32, peer_.buf + 128, rkey_.rkey, c); });
+  EXPECT_EQ(w32, r32);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap32(ep_, w32 | 0x100, 1, peer_.buf + 128, rkey_.rkey, &r32, c); });
+  EXPECT_EQ(w32 | 0x100, r32);
+  uint64_t want64 = 99;
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&want64), 8), ask(kSum, 64, 8));
+  uint32_t want32 = 1;
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&want32), 4), ask(kSum, 128, 4));
+  // A bad rkey is an error completion.
+  Comp bad;
+  ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+    return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_ADD, 1, &r64, peer_.buf + 64, rkey_.rkey ^ 0x777u, &bad.c);
+  }));
+  wait_comp(&bad.c);
+  EXPECT_NE(UCS_OK, bad.c.status);
+  EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_ep_atomic64_post(ep_, UCT_ATOMIC_OP_SWAP, 1, peer_.buf + 64, rkey_.rkey));
+}
+
 // Fills the SQ: NO_RESOURCE, pending requests then run in order as completions free it.
 TEST_F(SrdTest, PendingUnderAFullQueueRunsInOrder) {
   if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT)) GTEST_SKIP() << "no RDMA write";

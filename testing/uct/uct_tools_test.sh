@@ -40,6 +40,9 @@ run get_bcopy "${uct[@]}" -t get -D bcopy -s 4096 -n 2000
 run get_zcopy "${uct[@]}" -t get -D zcopy -s 65536 -n 500
 run am_lat "${uct[@]}" -t am_lat -n 2000
 run am_bw_bcopy "${uct[@]}" -t am_bw -D bcopy -s 4096 -n 2000
+run add_lat "${uct[@]}" -t add_lat -n 1000
+run fadd "${uct[@]}" -t fadd -n 1000
+run cswap "${uct[@]}" -t cswap -n 1000
 
 export UCX_TLS=srd
 server_args=()
@@ -47,5 +50,6 @@ run tag_lat -t tag_lat -n 2000
 run tag_bw -t tag_bw -s 65536 -n 200
 run ucp_put_bw -t ucp_put_bw -s 65536 -n 200
 run ucp_get -t ucp_get -s 65536 -n 200
+run ucp_fadd -t ucp_fadd -n 1000
 
 exit $fail

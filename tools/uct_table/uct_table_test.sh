@@ -12,4 +12,5 @@ for c in 1 2 3 4; do expect am_bcopy $c Y; expect ep_flush $c Y; expect iface_is
 expect put_zcopy 1 off; expect put_zcopy 2 off; expect put_zcopy 3 Y; expect put_zcopy 4 Y
 expect get_zcopy 1 off; expect get_zcopy 2 Y; expect ep_check 1 off; expect ep_check 4 Y
 expect iface_accept 4 -
+expect atomic64_fetch 1 Y; expect atomic_cswap32 4 Y; expect tag_eager_bcopy 4 -
 exit $fail
