@@ -1,0 +1,474 @@
+// srd endpoints: connection (to an iface or to an ep: both are the peer's QP), put/get in the
+// short, bcopy and zcopy flavours as RDMA write/read through device/efa_sq.h, flush and fence by
+// posting order, pending requests, and the keep-alive ep_check.
+#include <cerrno>
+#include <cstring>
+
+#include "api/backend/backend.h"
+#include "api/uct/srd.h"
+
+namespace xpufab {
+namespace uct {
+namespace {
+
+bool fenced(bool* fence, uint64_t upto, const std::set<uint64_t>& outstanding) {
+  if (!*fence) return false;
+  if (outstanding.empty() || *outstanding.begin() >= upto) {
+    *fence = false;
+    return false;
+  }
+  return true;
+}
+
+// Everything but the pending queue: whether one more WQE may go out now.
+bool resources_free(SrdEp* ep) {
+  SrdIface* iface = ep->iface;
+  if (!ep->connected || ep->failed || iface->free_ops.empty()) return false;
+  // RDMA needs an AH for us at the peer: the handshake's answer says it has one.
+  if (!ep->acked || ep->write_wait) return false;
+  if (fenced(&ep->fence, ep->fence_upto, ep->outstanding)) return false;
+  if (fenced(&iface->fence, iface->fence_upto, iface->outstanding)) return false;
+  return true;
+}
+
+uint8_t* bounce_of(SrdIface* iface, uint32_t idx) { return iface->bounce + size_t{idx} * iface->seg_size; }
+
+ucs_status_t unusable(const SrdEp* ep) {
+  if (ep->failed) return UCS_ERR_ENDPOINT_TIMEOUT;
+  if (!ep->connected) return UCS_ERR_NOT_CONNECTED;
+  return UCS_OK;
+}
+
+// Takes an op slot for a post, or says why not (ep unusable, no resource).
+ucs_status_t reserve(SrdEp* ep, uint32_t* idx_p) {
+  ucs_status_t st = unusable(ep);
+  if (st != UCS_OK) return st;
+  if (!ep_can_post(ep)) return UCS_ERR_NO_RESOURCE;
+  *idx_p = ep->iface->free_ops.back();
+  ep->iface->free_ops.pop_back();
+  return UCS_OK;
+}
+
+void unreserve(SrdIface* iface, uint32_t idx) {
+  iface->ops[idx] = Op{};
+  iface->free_ops.push_back(idx);
+}
+
+bool write_overlaps(SrdEp* ep, uint64_t raddr, uint32_t len) {
+  if (ep->writes == 0) return false;
+  for (const Op& o : ep->iface->ops) {
+    if (o.ep == ep && o.rlen && raddr < o.raddr + o.rlen && o.raddr < raddr + len) {
+      ep->write_wait = true;  // pending_add now queues instead of answering BUSY
+      return true;
+    }
+  }
+  return false;
+}
+
+// Posts an RDMA op on the reserved slot; the op's fields other than kind/ep/seq are the caller's.
+ucs_status_t post_rdma(SrdEp* ep, uint32_t idx, OpKind kind, uint32_t efa_op, uint64_t laddr,
+                       uint32_t len, uint32_t lkey, uint64_t raddr, uct_rkey_t rkey, bool inl) {
+  SrdIface* iface = ep->iface;
+  const uint32_t need = efa_op == EFA_DP_OP_RDMA_READ ? backend::kCapRdmaRead : backend::kCapRdmaWrite;
+  if (!(iface->dev->attr.device_caps & need)) {  // the row is not advertised on this device
+    unreserve(iface, idx);
+    return UCS_ERR_UNSUPPORTED;
+  }
+  efa_dp_wr wr;
+  std::memset(&wr, 0, sizeof(wr));
+  wr.op = efa_op;
+  wr.flags = inl ? EFA_DP_WR_INLINE : 0;
+  wr.ah = ep->ahn;
+  wr.dest_qpn = static_cast<uint16_t>(ep->peer.qpn);
+  wr.qkey = ep->peer.qkey;
+  wr.num_sge = 1;
+  wr.sge[0] = efa_dp_sge{laddr, len, lkey};
+  wr.remote_addr = raddr;
+  wr.rkey = static_cast<uint32_t>(rkey);
+  wr.context = idx;
+  Op& op = iface->ops[idx];
+  // SRD delivers writes in any order: a write that overlaps one still outstanding waits for it,
+  // so that the last write to a location is the one that stays (ordered RMA semantics).
+  if (efa_op == EFA_DP_OP_RDMA_WRITE && write_overlaps(ep, raddr, len)) {
+    unreserve(iface, idx);
+    return UCS_ERR_NO_RESOURCE;
+  }
+  op.kind = kind;
+  op.ep = ep;
+  op.seq = iface->next_seq;
+  if (efa_op == EFA_DP_OP_RDMA_WRITE) {
+    op.raddr = raddr;
+    op.rlen = len;
+  }
+  int rc = efa_sq_post(&iface->sq, &wr);
+  if (rc) {
+    unreserve(iface, idx);
+    return rc == -FI_EAGAIN ? UCS_ERR_NO_RESOURCE : UCS_ERR_INVALID_PARAM;
+  }
+  ++iface->next_seq;
+  if (op.rlen) ++ep->writes;
+  iface->outstanding.insert(op.seq);
+  ep->outstanding.insert(op.seq);
+  return UCS_OK;
+}
+
+// ---- RMA ----
+
+ucs_status_t put_short(uct_ep_h tl, const void* buffer, unsigned length, uint64_t raddr,
+                       uct_rkey_t rkey) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  const size_t max = iface->inline_write ? iface->inline_max : 64;
+  if (length > max || (length && buffer == nullptr)) return UCS_ERR_INVALID_PARAM;
+  uint32_t idx;
+  ucs_status_t st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  if (length == 0) {
+    unreserve(iface, idx);
+    return UCS_OK;
+  }
+  if (iface->inline_write)
+    return post_rdma(ep, idx, OpKind::kPutShort, EFA_DP_OP_RDMA_WRITE,
+                     reinterpret_cast<uintptr_t>(buffer), length, 0, raddr, rkey, true);
+  // Without the 128-byte WQE the bytes go through a bounce slot: the caller's buffer is free
+  // on return either way.
+  uint8_t* b = bounce_of(iface, idx);
+  std::memcpy(b, buffer, length);
+  return post_rdma(ep, idx, OpKind::kPutShort, EFA_DP_OP_RDMA_WRITE, reinterpret_cast<uintptr_t>(b),
+                   length, iface->bounce_mr->lkey(), raddr, rkey, false);
+}
+
+ssize_t put_bcopy(uct_ep_h tl, uct_pack_callback_t pack_cb, void* arg, uint64_t raddr,
+                  uct_rkey_t rkey) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  if (pack_cb == nullptr) return UCS_ERR_INVALID_PARAM;
+  if (write_overlaps(ep, raddr, 1)) return UCS_ERR_NO_RESOURCE;  // before packing anything
+  uint32_t idx;
+  ucs_status_t st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  uint8_t* b = bounce_of(iface, idx);
+  const size_t len = pack_cb(b, arg);
+  if (len > iface->seg_size) {
+    unreserve(iface, idx);
+    return UCS_ERR_EXCEEDS_LIMIT;
+  }
+  if (len == 0) {
+    unreserve(iface, idx);
+    return 0;
+  }
+  st = post_rdma(ep, idx, OpKind::kPutBcopy, EFA_DP_OP_RDMA_WRITE, reinterpret_cast<uintptr_t>(b),
+                 static_cast<uint32_t>(len), iface->bounce_mr->lkey(), raddr, rkey, false);
+  return st == UCS_OK ? static_cast<ssize_t>(len) : static_cast<ssize_t>(st);
+}
+
+// The one contiguous buffer of a zcopy iov (max_iov 1: an RDMA WQE has one local SGE).
+ucs_status_t zcopy_buffer(SrdIface* iface, const uct_iov_t* iov, size_t iovcnt, uint64_t* addr_p,
+                          uint32_t* len_p, uint32_t* lkey_p) {
+  if (iovcnt != 1 || iov == nullptr) return UCS_ERR_INVALID_PARAM;
+  if (iov->count > 1 && iov->stride != iov->length) return UCS_ERR_INVALID_PARAM;
+  const size_t len = iov->length * (iov->count ? iov->count : 0);
+  if (len > iface->dev->attr.max_rdma_size) return UCS_ERR_INVALID_PARAM;
+  if (len && iov->memh == nullptr) return UCS_ERR_INVALID_PARAM;
+  *addr_p = reinterpret_cast<uintptr_t>(iov->buffer);
+  *len_p = static_cast<uint32_t>(len);
+  *lkey_p = len ? static_cast<SrdMemh*>(iov->memh)->mr->lkey() : 0;
+  return UCS_OK;
+}
+
+ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov_t* iov,
+                        size_t iovcnt, uint64_t raddr, uct_rkey_t rkey, uct_completion_t* comp) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  uint64_t addr;
+  uint32_t len, lkey;
+  ucs_status_t st = zcopy_buffer(iface, iov, iovcnt, &addr, &len, &lkey);
+  if (st != UCS_OK) return st;
+  uint32_t idx;
+  st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  if (len == 0) {
+    unreserve(iface, idx);
+    return UCS_OK;
+  }
+  iface->ops[idx].comp = comp;
+  st = post_rdma(ep, idx, kind, efa_op, addr, len, lkey, raddr, rkey, false);
+  return st == UCS_OK ? UCS_INPROGRESS : st;
+}
+
+ucs_status_t put_zcopy(uct_ep_h tl, const uct_iov_t* iov, size_t iovcnt, uint64_t raddr,
+                       uct_rkey_t rkey, uct_completion_t* comp) {
+  return rdma_zcopy(tl, OpKind::kPutZcopy, EFA_DP_OP_RDMA_WRITE, iov, iovcnt, raddr, rkey, comp);
+}
+
+ucs_status_t get_zcopy(uct_ep_h tl, const uct_iov_t* iov, size_t iovcnt, uint64_t raddr,
+                       uct_rkey_t rkey, uct_completion_t* comp) {
+  return rdma_zcopy(tl, OpKind::kGetZcopy, EFA_DP_OP_RDMA_READ, iov, iovcnt, raddr, rkey, comp);
+}
+
+ucs_status_t get_bcopy(uct_ep_h tl, uct_unpack_callback_t unpack_cb, void* arg, size_t length,
+                       uint64_t raddr, uct_rkey_t rkey, uct_completion_t* comp) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  if (unpack_cb == nullptr || length > iface->seg_size) return UCS_ERR_INVALID_PARAM;
+  uint32_t idx;
+  ucs_status_t st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  if (length == 0) {
+    unreserve(iface, idx);
+    unpack_cb(arg, bounce_of(iface, idx), 0);
+    return UCS_OK;
+  }
+  Op& op = iface->ops[idx];
+  op.comp = comp;
+  op.unpack = unpack_cb;
+  op.arg = arg;
+  op.length = length;
+  uint8_t* b = bounce_of(iface, idx);
+  st = post_rdma(ep, idx, OpKind::kGetBcopy, EFA_DP_OP_RDMA_READ, reinterpret_cast<uintptr_t>(b),
+                 static_cast<uint32_t>(length), iface->bounce_mr->lkey(), raddr, rkey, false);
+  return st == UCS_OK ? UCS_INPROGRESS : st;
+}
+
+// Synchronous: the read is posted and progressed here until it completes (or fails).
+ucs_status_t get_short(uct_ep_h tl, void* buffer, unsigned length, uint64_t raddr,
+                       uct_rkey_t rkey) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  if (length > iface->seg_size || (length && buffer == nullptr)) return UCS_ERR_INVALID_PARAM;
+  uint32_t idx;
+  ucs_status_t st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  if (length == 0) {
+    unreserve(iface, idx);
+    return UCS_OK;
+  }
+  int done = 0;
+  ucs_status_t result = UCS_OK;
+  Op& op = iface->ops[idx];
+  op.done = &done;
+  op.status = &result;
+  op.length = length;
+  uint8_t* b = bounce_of(iface, idx);
+  st = post_rdma(ep, idx, OpKind::kGetShort, EFA_DP_OP_RDMA_READ, reinterpret_cast<uintptr_t>(b),
+                 length, iface->bounce_mr->lkey(), raddr, rkey, false);
+  if (st != UCS_OK) return st;
+  while (!done) iface_progress(&iface->super.super);
+  if (result == UCS_OK) std::memcpy(buffer, b, length);
+  return result;
+}
+
+// ---- flush, fence, pending ----
+
+ucs_status_t ep_flush(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
+  SrdEp* ep = ep_of(tl);
+  if (ep->failed) return ep->fail_status;
+  if (flags & UCT_FLUSH_FLAG_CANCEL) {
+    // Nothing on the wire can be recalled: what is outstanding completes as canceled, what is
+    // pending is the caller's to purge.
+    ep->canceled = true;
+  }
+  if (!ep->pending.empty()) return UCS_ERR_NO_RESOURCE;
+  if (ep->outstanding.empty() && core_idle(ep->iface)) return UCS_OK;
+  if (comp) ep->flushes.push_back({ep->iface->next_seq, comp});
+  return UCS_INPROGRESS;
+}
+
+ucs_status_t ep_fence(uct_ep_h tl, unsigned) {
+  SrdEp* ep = ep_of(tl);
+  ep->fence = true;
+  ep->fence_upto = ep->iface->next_seq;
+  return UCS_OK;
+}
+
+ucs_status_t pending_add(uct_ep_h tl, uct_pending_req_t* req, unsigned) {
+  SrdEp* ep = ep_of(tl);
+  if (req == nullptr) return UCS_ERR_INVALID_PARAM;
+  if (ep->pending.empty() && !ep->core_wait && resources_free(ep)) return UCS_ERR_BUSY;
+  ep->pending.push_back(req);
+  return UCS_OK;
+}
+
+void pending_purge(uct_ep_h tl, uct_pending_purge_callback_t cb, void* arg) {
+  SrdEp* ep = ep_of(tl);
+  std::deque<uct_pending_req_t*> q;
+  q.swap(ep->pending);
+  for (uct_pending_req_t* r : q)
+    if (cb) cb(r, arg);
+}
+
+// ---- keep-alive ----
+
+// Reads the peer's keep-alive word: a dead peer fails the read, and the failure reaches the
+// interface's error handler like any other.
+ucs_status_t ep_check(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  if (flags != 0 || comp != nullptr) return UCS_ERR_INVALID_PARAM;
+  if (!(iface->dev->attr.device_caps & backend::kCapRdmaRead)) return UCS_ERR_UNSUPPORTED;
+  if (ep->failed) return UCS_OK;  // already reported
+  uint32_t idx;
+  ucs_status_t st = reserve(ep, &idx);
+  if (st != UCS_OK) return st;
+  uint8_t* b = bounce_of(iface, idx);
+  return post_rdma(ep, idx, OpKind::kKeepAlive, EFA_DP_OP_RDMA_READ, reinterpret_cast<uintptr_t>(b),
+                   sizeof(uint64_t), iface->bounce_mr->lkey(), ep->peer.ka_addr, ep->peer.ka_rkey,
+                   false);
+}
+
+// ---- connection ----
+
+ucs_status_t connect(SrdEp* ep, const uct_device_addr_t* dev_addr, const void* addr) {
+  if (dev_addr == nullptr || addr == nullptr) return UCS_ERR_INVALID_PARAM;
+  IfaceAddr a;
+  std::memcpy(&a, addr, sizeof(a));
+  if (a.magic != kAddrMagic) return UCS_ERR_INVALID_ADDR;
+  if (ep->connected) return UCS_ERR_ALREADY_EXISTS;
+  SrdIface* iface = ep->iface;
+  std::memcpy(ep->peer_gid, dev_addr, sizeof(ep->peer_gid));
+  backend::Ah* ah = nullptr;
+  int rc = ah_get(iface, ep->peer_gid, &ah);
+  if (rc) return rc == -EINVAL ? UCS_ERR_INVALID_ADDR : UCS_ERR_UNREACHABLE;
+  ep->ah = ah;
+  ep->ahn = ah->ahn();
+  ep->peer = a;
+  ep->connected = true;
+  ucs_status_t st = ep_core_connect(ep);
+  // A full transmit pool only delays the request (progress sends it).
+  return st == UCS_ERR_NO_RESOURCE ? UCS_OK : st;
+}
+
+ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) {
+  if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE)) return UCS_ERR_INVALID_PARAM;
+  SrdIface* iface = iface_of(params->iface);
+  const bool to_iface = (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) &&
+                        (params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR);
+  if (params->field_mask & (UCT_EP_PARAM_FIELD_SOCKADDR | UCT_EP_PARAM_FIELD_CM))
+    return UCS_ERR_UNSUPPORTED;
+  auto* ep = new SrdEp();
+  int count = 1;
+  ucs_status_t st = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class, &count, &iface->super);
+  if (st != UCS_OK) {
+    delete ep;
+    return st;
+  }
+  ep->iface = iface;
+  if (to_iface) st = connect(ep, params->dev_addr, params->iface_addr);
+  if (st != UCS_OK) {
+    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+    delete ep;
+    return st;
+  }
+  iface->eps.push_back(ep);
+  *ep_p = &ep->super.super;
+  return UCS_OK;
+}
+
+void ep_destroy(uct_ep_h tl) {
+  SrdEp* ep = ep_of(tl);
+  SrdIface* iface = ep->iface;
+  // Outstanding work finishes without it: no completion reaches the caller after destroy.
+  for (Op& op : iface->ops) {
+    if (op.ep != ep) continue;
+    op.ep = nullptr;
+    op.comp = nullptr;
+    op.unpack = nullptr;
+  }
+  iface->eps.remove(ep);
+  for (auto it = iface->failed.begin(); it != iface->failed.end();)
+    it = *it == ep ? iface->failed.erase(it) : it + 1;
+  if (ep->ah) ah_put(iface, ep->peer_gid);
+  ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+  delete ep;
+}
+
+// SRD needs no per-connection state at the peer: an endpoint's address is its interface's.
+ucs_status_t ep_get_address(uct_ep_h tl, uct_ep_addr_t* addr) {
+  SrdIface* iface = ep_of(tl)->iface;
+  return iface->super.super.ops.iface_get_address(&iface->super.super,
+                                                  reinterpret_cast<uct_iface_addr_t*>(addr));
+}
+
+ucs_status_t ep_connect_to_ep(uct_ep_h tl, const uct_device_addr_t* dev_addr,
+                              const uct_ep_addr_t* ep_addr) {
+  return connect(ep_of(tl), dev_addr, ep_addr);
+}
+
+}  // namespace
+
+bool ep_can_post(const SrdEp* cep) {
+  auto* ep = const_cast<SrdEp*>(cep);
+  if (!ep->pending.empty() && !ep->dispatching) return false;  // keep the pending order
+  return resources_free(ep);
+}
+
+void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status) {
+  if (ep->failed) return;
+  ep->failed = true;
+  ep->fail_status = status;
+  while (!ep->flushes.empty()) {
+    uct_completion_t* c = ep->flushes.front().comp;
+    ep->flushes.pop_front();
+    invoke_completion(c, status);
+  }
+  iface->failed.push_back(ep);
+}
+
+void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
+  Op op = iface->ops[idx];
+  SrdEp* ep = op.ep;
+  if (ep && ep->canceled && st == UCS_OK) st = UCS_ERR_CANCELED;
+  if (op.kind == OpKind::kGetBcopy && st == UCS_OK && op.unpack)
+    op.unpack(op.arg, bounce_of(iface, idx), op.length);
+  if (op.kind == OpKind::kGetShort) {
+    *op.status = st;
+    *op.done = 1;
+  }
+  iface->outstanding.erase(op.seq);
+  unreserve(iface, idx);
+  if (ep) {
+    if (op.rlen) {
+      --ep->writes;
+      ep->write_wait = false;
+    }
+    ep->outstanding.erase(op.seq);
+    if (op.comp) invoke_completion(op.comp, st);
+    ep_flushes_progress(ep);
+  }
+  iface_flushes_progress(iface);
+}
+
+void dispatch_pending(SrdIface* iface) {
+  for (SrdEp* ep : iface->eps) {
+    ep->core_wait = false;  // progress may have freed transmit buffers: let the requests try
+    ep->dispatching = true;
+    while (!ep->pending.empty() && resources_free(ep)) {
+      uct_pending_req_t* r = ep->pending.front();
+      ucs_status_t st = r->func(r);
+      if (st != UCS_OK) break;  // kept: retried on the next progress
+      if (!ep->pending.empty() && ep->pending.front() == r) ep->pending.pop_front();
+    }
+    ep->dispatching = false;
+  }
+}
+
+void fill_ep_ops(uct_iface_ops_t* o) {
+  o->ep_put_short = put_short;
+  o->ep_put_bcopy = put_bcopy;
+  o->ep_put_zcopy = put_zcopy;
+  o->ep_get_short = get_short;
+  o->ep_get_bcopy = get_bcopy;
+  o->ep_get_zcopy = get_zcopy;
+  o->ep_pending_add = pending_add;
+  o->ep_pending_purge = pending_purge;
+  o->ep_flush = ep_flush;
+  o->ep_fence = ep_fence;
+  o->ep_check = ep_check;
+  o->ep_create = ep_create;
+  o->ep_destroy = ep_destroy;
+  o->ep_get_address = ep_get_address;
+  o->ep_connect_to_ep = ep_connect_to_ep;
+}
+
+}  // namespace uct
+}  // namespace xpufab

@@ -1,0 +1,299 @@
+// The UCT transport "srd" of component "xpufab": its memory domain, interface and endpoint
+// objects, shared by the files of this package. Everything below the UCT ops goes through the
+// backend interface (api/backend/backend.h) and the one data path of device/ (efa_sq.h, efa_cq.h).
+#ifndef XPUFAB_API_UCT_SRD_H_
+#define XPUFAB_API_UCT_SRD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <map>
+#include <mutex>
+
+#include "api/backend/backend.h"
+#include "api/proto/proto.h"
+#include "api/uct/ucx_compat.h"
+#include "device/efa_dp.h"
+
+namespace xpufab {
+namespace uct {
+
+inline constexpr const char* kComponentName = "xpufab";
+inline constexpr const char* kTlName = "srd";
+
+// ---- devices (devices.cc) ----
+
+// A backend device shared by the MDs and interfaces of the process opened on it.
+struct SharedDevice {
+  std::string backend;
+  std::string name;
+  std::unique_ptr<backend::Device> dev;
+  backend::Pd* pd = nullptr;
+  backend::DeviceAttr attr{};
+  int refs = 0;
+  struct Region {
+    uint64_t addr, len;
+    uint32_t key;
+  };
+  std::mutex mr_lock;  // guards mrs and ifaces
+  std::vector<Region> mrs;
+  std::vector<struct SrdIface*> ifaces;
+};
+
+// The devices of the backend FI_EFA_BACKEND chooses (auto: hardware first, else the emulator).
+// 0 or a negative errno; *why says what failed.
+int list_devices(std::string* backend_p, std::vector<backend::DeviceInfo>* devices_p,
+                 std::string* why);
+int acquire_device(const std::string& name, SharedDevice** dev_p);
+void release_device(SharedDevice* dev);
+
+// ---- memory domain (md.cc) ----
+
+struct SrdMd {
+  uct_md_t super;
+  SharedDevice* dev;
+};
+
+struct SrdMemh {
+  backend::Mr* mr;
+};
+
+// What mkey_pack writes and rkey_unpack reads.
+struct PackedRkey {
+  uint32_t magic;
+  uint32_t rkey;
+};
+inline constexpr uint32_t kRkeyMagic = 0x53524431u;  // "SRD1"
+
+extern uct_component_t g_component;
+extern uct_tl_t g_tl;
+
+// ---- interface and endpoints (iface.cc, ep.cc) ----
+
+struct SrdIface;
+struct SrdEp;
+
+// The address an endpoint connects to: the remote QP and its keep-alive word (device address:
+// the 16-byte GID).
+struct __attribute__((packed)) IfaceAddr {
+  uint8_t magic;
+  uint32_t qpn;     // RDMA QP
+  uint32_t am_qpn;  // the protocol core's QP (AM, handshake)
+  uint32_t qkey;
+  uint32_t ka_rkey;
+  uint64_t ka_addr;
+};
+inline constexpr uint8_t kAddrMagic = 0xe5;
+
+enum class OpKind : uint8_t {
+  kFree = 0,
+  kPutShort,
+  kPutBcopy,
+  kPutZcopy,
+  kGetShort,
+  kGetBcopy,
+  kGetZcopy,
+  kKeepAlive,
+};
+
+// One outstanding SQ entry; index i owns bounce slot i.
+struct Op {
+  OpKind kind = OpKind::kFree;
+  SrdEp* ep = nullptr;
+  uct_completion_t* comp = nullptr;
+  uct_unpack_callback_t unpack = nullptr;
+  void* arg = nullptr;
+  size_t length = 0;
+  uint64_t seq = 0;  // position in the interface's posting order
+  uint64_t raddr = 0;   // RDMA writes: the remote range, for the overlap rule of ep.cc
+  uint32_t rlen = 0;
+  int* done = nullptr;  // get_short waits on it
+  ucs_status_t* status = nullptr;
+};
+
+struct FlushReq {
+  uint64_t upto;  // every op with seq < upto must have completed
+  uct_completion_t* comp;
+};
+
+enum class Dir : uint8_t { kTx = 0, kRx = 1 };
+
+// In the role of UCX's uct_ib_iface_ops (v1.6 shape): the device-specific steps of an interface,
+// here mapped onto the backend interface. ib_ops.cc holds the one table.
+struct IbIfaceOps {
+  int (*create_cq)(SrdIface* iface, Dir dir, uint32_t entries, backend::Cq** cq_p);
+  int (*arm_cq)(SrdIface* iface, Dir dir, int solicited_only);
+  void (*event_cq)(SrdIface* iface, Dir dir);
+  void (*handle_failure)(SrdIface* iface, Op* op, ucs_status_t status);
+  void (*set_ep_failed)(SrdIface* iface, SrdEp* ep, ucs_status_t status);
+  int (*create_qp)(SrdIface* iface, backend::QpInitAttr* attr, backend::Qp** qp_p);
+  int (*init_res_domain)(SrdIface* iface);
+  void (*cleanup_res_domain)(SrdIface* iface);
+};
+extern const IbIfaceOps kIbIfaceOps;
+
+struct SrdIfaceConfig {
+  uct_iface_config_t super;
+  unsigned tx_queue_len;
+  size_t seg_size;
+  unsigned max_peers;
+  unsigned credits;
+};
+
+// In the role of UCX's uct_rc_iface_ops flow-control hooks: receive buffers and AM credits, each
+// a call into the protocol core (api/proto), which owns credit accounting.
+struct RcIfaceOps {
+  int (*init_rx)(SrdIface* iface);
+  void (*fc_ctrl)(SrdIface* iface, uint32_t peer);  // give a peer its credits back
+  void (*fc_handler)(SrdIface* iface);              // send what credits now allow
+};
+extern const RcIfaceOps kRcIfaceOps;
+
+// One AH per remote GID, shared by the endpoints and the core's peer table (EFA reports one AH
+// per source in RX completions, so two AHs for one GID would split a peer in two).
+struct AhRef {
+  backend::Ah* ah;
+  int refs;
+};
+
+// Control messages on core AM id kCtlAmId: a connecting endpoint's request, the peer's answer
+// (it then holds an AH for us, which RDMA at the peer requires).
+inline constexpr uint32_t kUctAmId = 0;
+inline constexpr uint32_t kCtlAmId = 1;
+inline constexpr uint32_t kQkey = 0x11235813u;
+enum : uint8_t { kCtlConnReq = 1, kCtlConnAck = 2 };
+extern ucs_config_field_t g_iface_config_table[];
+
+struct SrdIface {
+  uct_base_iface_t super;  // first: UCX casts uct_iface_h to it
+  SrdMd* md = nullptr;
+  SharedDevice* dev = nullptr;
+  const IbIfaceOps* ib_ops = &kIbIfaceOps;
+  backend::Cq* cq = nullptr;
+  backend::Qp* qp = nullptr;
+  uint32_t qpn = 0, qkey = 0;
+  uint8_t gid[16] = {};
+  efa_sq sq{};
+  efa_cq pcq{};
+  std::vector<uint64_t> sq_scratch;
+  uint32_t sq_depth = 0;
+  bool inline_write = false;
+  uint32_t inline_max = 0;
+  size_t seg_size = 0;
+  // Bounce buffers (one per op) and the keep-alive word peers read, in one registration.
+  std::vector<uint8_t> bounce_store;
+  uint8_t* bounce = nullptr;
+  uint64_t* ka_word = nullptr;
+  backend::Mr* bounce_mr = nullptr;
+  std::vector<Op> ops;
+  std::vector<uint32_t> free_ops;
+  uint64_t next_seq = 0;
+  std::set<uint64_t> outstanding;
+  std::deque<FlushReq> flushes;
+  std::list<SrdEp*> eps;
+  bool in_progress = false;
+  bool fence = false;
+  uint64_t fence_upto = 0;
+  std::vector<SrdEp*> failed;  // error handlers to call once polling is done
+  const RcIfaceOps* rc_ops = &kRcIfaceOps;
+  // The protocol core on its own SRD QP and CQ: active messages and the handshake.
+  backend::Cq* am_cq = nullptr;
+  backend::Qp* am_qp = nullptr;
+  uint32_t am_qpn = 0;
+  proto_ep* core = nullptr;
+  // The core polls a relay of its CQ: senders new to us get their AH before the core sees them.
+  efa_cq am_pcq{};
+  std::vector<uint8_t> relay_store;
+  uint8_t* relay = nullptr;
+  uint32_t relay_prod = 0;
+  std::vector<uint64_t> core_mem;
+  std::vector<uint8_t> core_bounce_store;
+  backend::Mr* core_mr = nullptr;
+  proto_config core_cfg{};
+  std::vector<uint8_t> scratch;  // one AM payload, gathered
+  size_t rx_headroom = 0;
+  std::map<std::vector<uint8_t>, AhRef> ahs;
+  int epfd = -1;
+  uint32_t amo_outstanding = 0;  // fetching atomics waiting for their reply
+};
+
+struct SrdEp {
+  uct_base_ep_t super;  // first: UCX casts uct_ep_h to it
+  SrdIface* iface = nullptr;
+  bool connected = false;
+  bool failed = false;
+  ucs_status_t fail_status = UCS_OK;
+  backend::Ah* ah = nullptr;
+  uint16_t ahn = 0;
+  uint8_t peer_gid[16] = {};
+  IfaceAddr peer{};
+  std::set<uint64_t> outstanding;
+  std::deque<FlushReq> flushes;
+  bool fence = false;
+  uint64_t fence_upto = 0;
+  std::deque<uct_pending_req_t*> pending;
+  bool dispatching = false;
+  bool canceled = false;  // flushed with UCT_FLUSH_FLAG_CANCEL
+  uint32_t peer_idx = PROTO_NONE;  // in the core's peer table
+  bool acked = false;              // the peer holds an AH for us: RDMA may go
+  bool req_due = false;            // the connection request still has to be sent
+  uint32_t writes = 0;             // RDMA writes outstanding
+  bool core_wait = false;          // an AM or atomic found the core's transmit pool full
+  bool write_wait = false;         // a write waits for an overlapping one: no resource until
+                                   // one of ours completes
+};
+
+inline SrdIface* iface_of(uct_iface_h tl) { return reinterpret_cast<SrdIface*>(tl); }
+inline SrdEp* ep_of(uct_ep_h tl) { return reinterpret_cast<SrdEp*>(tl); }
+
+// iface.cc
+ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t* params,
+                        const uct_iface_config_t* config, uct_iface_h* iface_p);
+ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t** devices_p, unsigned* num_p);
+unsigned iface_progress(uct_iface_h tl);
+// The UCS status an EFA completion status reports.
+ucs_status_t status_of(uint8_t efa_status);
+// Whether a failed completion means the peer is gone (the ep fails) rather than a bad request.
+bool is_peer_failure(uint8_t efa_status);
+void invoke_completion(uct_completion_t* comp, ucs_status_t status);
+void iface_flushes_progress(SrdIface* iface);
+void ep_flushes_progress(SrdEp* ep);
+
+// ep.cc: the endpoint ops, their data path, and completion of what they posted.
+void fill_ep_ops(uct_iface_ops_t* ops);
+void complete_op(SrdIface* iface, uint32_t index, ucs_status_t status);
+void dispatch_pending(SrdIface* iface);
+void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status);
+bool ep_can_post(const SrdEp* ep);
+
+// am.cc: the core's QP, AMs over it, the handshake, AH sharing.
+int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg);
+void core_teardown(SrdIface* iface);
+unsigned core_progress(SrdIface* iface);
+bool core_idle(const SrdIface* iface);
+int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p);
+void ah_put(SrdIface* iface, const uint8_t gid[16]);
+ucs_status_t ep_core_connect(SrdEp* ep);
+void fill_am_ops(uct_iface_ops_t* ops);
+
+// amo.cc: atomics on the core, and the registrations its MR table mirrors.
+void fill_amo_ops(uct_iface_ops_t* ops);
+void amo_complete(const proto_comp& c);
+void mr_publish(SharedDevice* dev, uint64_t addr, uint64_t len, uint32_t key);
+void mr_withdraw(SharedDevice* dev, uint32_t key);
+void iface_attach(SharedDevice* dev, SrdIface* iface);
+void iface_detach(SharedDevice* dev, SrdIface* iface);
+
+// The ops table and caps of a live interface, for the support-table tool.
+const uct_iface_ops_t& srd_iface_ops();
+
+}  // namespace uct
+}  // namespace xpufab
+
+#endif  // XPUFAB_API_UCT_SRD_H_

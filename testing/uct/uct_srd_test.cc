@@ -1,0 +1,638 @@
+// The srd transport through Debian's public UCT API only (<uct/api/uct.h>, libuct/libucs), in
+// the manner of UCX's test_uct_ep / test_p2p_rma: libuct_xpufab.so is loaded the way a UCX
+// program gets it (dlopen before uct_query_components), a second process is the peer (its own
+// emulated device on the shared-memory fabric), every row moves data that is checked, and the
+// peer's death is seen by ep_check and by outstanding work.
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uct/api/uct.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+constexpr size_t kBuf = 1 << 20;
+constexpr uint8_t kAmId = 5;
+constexpr size_t kHeadroom = 16;
+
+struct Wire {
+  uint8_t dev_addr[64];
+  uint8_t iface_addr[64];
+  uint64_t buf;
+  uint8_t rkey[64];
+  uint32_t dev_len, iface_len, rkey_len;
+};
+
+// One side: worker, the first xpufab MD, an srd iface on it and a registered buffer.
+struct Side {
+  ucs_async_context_t* async = nullptr;
+  uct_worker_h worker = nullptr;
+  uct_component_h comp = nullptr;
+  uct_md_h md = nullptr;
+  uct_iface_h iface = nullptr;
+  uct_iface_attr_t attr{};
+  std::vector<uint8_t> buf;
+  uct_mem_h memh = nullptr;
+  int errors = 0;
+  ucs_status_t last_error = UCS_OK;
+  std::string dev;
+
+  static ucs_status_t on_error(void* arg, uct_ep_h, ucs_status_t status) {
+    auto* s = static_cast<Side*>(arg);
+    s->errors++;
+    s->last_error = status;
+    return UCS_OK;
+  }
+
+  void open() {
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
+    uct_component_h* comps;
+    unsigned n;
+    ASSERT_EQ(UCS_OK, uct_query_components(&comps, &n));
+    for (unsigned i = 0; i < n; ++i) {
+      uct_component_attr_t a{};
+      a.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+      ASSERT_EQ(UCS_OK, uct_component_query(comps[i], &a));
+      if (std::string(a.name) == "xpufab") comp = comps[i];
+    }
+    uct_release_component_list(comps);
+    ASSERT_NE(nullptr, comp) << "component xpufab not registered";
+    uct_component_attr_t a{};
+    std::vector<uct_md_resource_desc_t> res(8);
+    a.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    ASSERT_EQ(UCS_OK, uct_component_query(comp, &a));
+    ASSERT_GE(a.md_resource_count, 1u);
+    res.resize(a.md_resource_count);
+    a.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    a.md_resources = res.data();
+    ASSERT_EQ(UCS_OK, uct_component_query(comp, &a));
+    dev = res[0].md_name;
+    uct_md_config_t* mc;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(comp, nullptr, nullptr, &mc));
+    ASSERT_EQ(UCS_OK, uct_md_open(comp, dev.c_str(), mc, &md));
+    uct_config_release(mc);
+    uct_iface_config_t* ic;
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic));
+    uct_iface_params_t p{};
+    p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    p.rx_headroom = kHeadroom;
+    p.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+    p.mode.device.tl_name = "srd";
+    p.mode.device.dev_name = dev.c_str();
+    p.err_handler = on_error;
+    p.err_handler_arg = this;
+    ASSERT_EQ(UCS_OK, uct_iface_open(md, worker, &p, ic, &iface));
+    uct_config_release(ic);
+    uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_query(iface, &attr));
+    buf.assign(kBuf, 0);
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, buf.data(), buf.size(), UCT_MD_MEM_ACCESS_ALL, &memh));
+  }
+
+  void close() {
+    if (memh) uct_md_mem_dereg(md, memh);
+    if (iface) uct_iface_close(iface);
+    if (md) uct_md_close(md);
+    if (worker) uct_worker_destroy(worker);
+    if (async) ucs_async_context_destroy(async);
+  }
+
+  Wire wire() {
+    Wire w{};
+    w.dev_len = static_cast<uint32_t>(attr.device_addr_len);
+    w.iface_len = static_cast<uint32_t>(attr.iface_addr_len);
+    EXPECT_EQ(UCS_OK, uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t*>(w.dev_addr)));
+    EXPECT_EQ(UCS_OK, uct_iface_get_address(iface, reinterpret_cast<uct_iface_addr_t*>(w.iface_addr)));
+    uct_md_attr_t ma;
+    EXPECT_EQ(UCS_OK, uct_md_query(md, &ma));
+    w.rkey_len = static_cast<uint32_t>(ma.rkey_packed_size);
+    EXPECT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, w.rkey));
+    w.buf = reinterpret_cast<uintptr_t>(buf.data());
+    return w;
+  }
+
+  void progress() { uct_worker_progress(worker); }
+};
+
+// Commands the peer process obeys.
+enum : uint8_t { kQuit = 'q', kSum = 's', kFill = 'f', kAmHash = 'a' };
+
+uint64_t checksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed) ^ (i >> 8));
+}
+
+// What the peer's AM handler saw, folded in arrival order; every other descriptor is kept
+// (UCS_INPROGRESS) and released later with uct_iface_release_desc.
+uint64_t fold(uint64_t h, const void* data, size_t len) {
+  return h * 31 + checksum(static_cast<const uint8_t*>(data), len) + len;
+}
+
+struct AmSeen {
+  uint64_t count = 0, hash = 0;
+  std::vector<void*> kept;
+};
+
+ucs_status_t peer_am(void* arg, void* data, size_t length, unsigned flags) {
+  auto* a = static_cast<AmSeen*>(arg);
+  a->count++;
+  a->hash = fold(a->hash, data, length);
+  if ((flags & UCT_CB_PARAM_FLAG_DESC) && (a->count & 1)) {
+    a->kept.push_back(static_cast<uint8_t*>(data) - kHeadroom);
+    return UCS_INPROGRESS;
+  }
+  return UCS_OK;
+}
+
+// The peer: opens its side, sends its address, then progresses and answers commands.
+[[noreturn]] void peer_main(int fd) {
+  Side s;
+  s.open();
+  AmSeen seen;
+  if (uct_iface_set_am_handler(s.iface, kAmId, peer_am, &seen, 0) != UCS_OK) _exit(5);
+  Wire w = s.wire();
+  if (write(fd, &w, sizeof(w)) != sizeof(w)) _exit(2);
+  for (;;) {
+    s.progress();
+    for (void* d : seen.kept) uct_iface_release_desc(d);
+    seen.kept.clear();
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) continue;
+    uint8_t cmd;
+    if (read(fd, &cmd, 1) != 1 || cmd == kQuit) break;
+    uint64_t arg[2];
+    if (read(fd, arg, sizeof(arg)) != sizeof(arg)) _exit(3);
+    uint64_t reply = 0;
+    if (cmd == kSum) reply = checksum(s.buf.data() + arg[0], arg[1]);
+    if (cmd == kFill) fill_pattern(s.buf.data(), kBuf, static_cast<uint32_t>(arg[0]));
+    if (cmd == kAmHash) {
+      // Waits for the number of messages the test sent (they may still be in flight).
+      while (seen.count < arg[0]) s.progress();
+      reply = seen.hash;
+    }
+    if (write(fd, &reply, sizeof(reply)) != sizeof(reply)) _exit(4);
+  }
+  s.close();
+  _exit(0);
+}
+
+class SrdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      // A fresh image, not a forked copy: the peer gets its own emulated device identity.
+      ::close(sv[0]);
+      const std::string fd = std::to_string(sv[1]);
+      execl("/proc/self/exe", "uct_srd_peer", "--uct-peer", fd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(sv[1]);
+    fd_ = sv[0];
+    local_.open();
+    ASSERT_EQ(sizeof(peer_), static_cast<size_t>(read(fd_, &peer_, sizeof(peer_))));
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(local_.comp, peer_.rkey, &rkey_));
+    uct_ep_params_t ep{};
+    ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep.iface = local_.iface;
+    ep.dev_addr = reinterpret_cast<const uct_device_addr_t*>(peer_.dev_addr);
+    ep.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(peer_.iface_addr);
+    ASSERT_EQ(UCS_OK, uct_ep_create(&ep, &ep_));
+    // RMA waits until the peer answered the connection request (it then holds an AH for us).
+    auto t0 = std::chrono::steady_clock::now();
+    while (uct_ep_put_short(ep_, nullptr, 0, peer_.buf, rkey_.rkey) == UCS_ERR_NO_RESOURCE) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no answer from the peer";
+    }
+  }
+
+  void TearDown() override {
+    if (ep_) uct_ep_destroy(ep_);
+    uct_rkey_release(local_.comp, &rkey_);
+    local_.close();
+    if (pid_ > 0) {
+      uint8_t q = kQuit;
+      if (!killed_) {
+        EXPECT_EQ(1, write(fd_, &q, 1));
+      }
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      if (!killed_) {
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+      }
+    }
+    ::close(fd_);
+  }
+
+  uint64_t ask(uint8_t cmd, uint64_t a, uint64_t b) {
+    uint64_t arg[2] = {a, b}, r = 0;
+    EXPECT_EQ(1, write(fd_, &cmd, 1));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(arg)), write(fd_, arg, sizeof(arg)));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(r)), read(fd_, &r, sizeof(r)));
+    return r;
+  }
+
+  void flush_ep() {
+    ucs_status_t st;
+    auto t0 = std::chrono::steady_clock::now();
+    while ((st = uct_ep_flush(ep_, 0, nullptr)) == UCS_INPROGRESS || st == UCS_ERR_NO_RESOURCE) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "flush hangs";
+    }
+    ASSERT_EQ(UCS_OK, st);
+  }
+
+  // Retries an op returning NO_RESOURCE, as UCT_TEST_CALL_AND_TRY_AGAIN does.
+  template <typename F>
+  ucs_status_t retry(F f) {
+    ucs_status_t st;
+    while ((st = f()) == UCS_ERR_NO_RESOURCE) local_.progress();
+    return st;
+  }
+
+  void wait_comp(uct_completion_t* c) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (c->count > 0) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no completion";
+    }
+  }
+
+  Side local_;
+  Wire peer_{};
+  uct_rkey_bundle_t rkey_{};
+  uct_ep_h ep_ = nullptr;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool killed_ = false;
+};
+
+struct Comp {
+  uct_completion_t c;
+  int calls = 0;
+  static void cb(uct_completion_t* self) { reinterpret_cast<Comp*>(self)->calls++; }
+  explicit Comp(int count = 1) : c{cb, count, UCS_OK} {}
+};
+
+TEST_F(SrdTest, AdvertisesWhatTheDeviceDoes) {
+  const uint64_t f = local_.attr.cap.flags;
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_PENDING);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_CONNECT_TO_EP);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+  const char* profile = std::getenv("FI_EFA_EMU_PROFILE");
+  const bool no_write = profile && (std::string(profile) == "gen1" || std::string(profile) == "gen2");
+  EXPECT_EQ(!no_write, !!(f & UCT_IFACE_FLAG_PUT_ZCOPY));
+  EXPECT_EQ(!no_write, !!(f & UCT_IFACE_FLAG_PUT_SHORT));
+  EXPECT_EQ(local_.attr.device_addr_len, 16u);
+  EXPECT_TRUE(uct_iface_is_reachable(local_.iface, reinterpret_cast<uct_device_addr_t*>(peer_.dev_addr),
+                                     reinterpret_cast<uct_iface_addr_t*>(peer_.iface_addr)));
+  uint8_t junk[64] = {};
+  EXPECT_FALSE(uct_iface_is_reachable(local_.iface, reinterpret_cast<uct_device_addr_t*>(peer_.dev_addr),
+                                      reinterpret_cast<uct_iface_addr_t*>(junk)));
+}
+
+TEST_F(SrdTest, PutShortBcopyZcopyLandAtThePeer) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) GTEST_SKIP() << "no RDMA write";
+  uint8_t* src = local_.buf.data();
+  fill_pattern(src, kBuf, 7);
+  const size_t sshort = local_.attr.cap.put.max_short;
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_put_short(ep_, src, sshort, peer_.buf, rkey_.rkey); }));
+  struct Arg {
+    const uint8_t* p;
+    size_t n;
+  } arg{src + 4096, 5000};
+  auto pack = [](void* dest, void* a) -> size_t {
+    auto* x = static_cast<Arg*>(a);
+    std::memcpy(dest, x->p, x->n);
+    return x->n;
+  };
+  ssize_t packed;
+  while ((packed = uct_ep_put_bcopy(ep_, pack, &arg, peer_.buf + 4096, rkey_.rkey)) == UCS_ERR_NO_RESOURCE)
+    local_.progress();
+  ASSERT_EQ(5000, packed);
+  Comp c;
+  uct_iov_t iov{src + 65536, 300000, local_.memh, 0, 1};
+  ucs_status_t st = retry([&] { return uct_ep_put_zcopy(ep_, &iov, 1, peer_.buf + 65536, rkey_.rkey, &c.c); });
+  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+  if (st == UCS_INPROGRESS) wait_comp(&c.c);
+  EXPECT_EQ(UCS_OK, c.c.status);
+  flush_ep();
+  EXPECT_EQ(checksum(src, sshort), ask(kSum, 0, sshort));
+  EXPECT_EQ(checksum(src + 4096, 5000), ask(kSum, 4096, 5000));
+  EXPECT_EQ(checksum(src + 65536, 300000), ask(kSum, 65536, 300000));
+}
+
+TEST_F(SrdTest, GetShortBcopyZcopyReadThePeer) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY)) GTEST_SKIP() << "no RDMA read";
+  ask(kFill, 99, 0);
+  std::vector<uint8_t> want(kBuf);
+  fill_pattern(want.data(), kBuf, 99);
+  uint8_t got[512];
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_get_short(ep_, got, sizeof(got), peer_.buf + 100, rkey_.rkey); }));
+  EXPECT_EQ(0, std::memcmp(got, want.data() + 100, sizeof(got)));
+  struct Arg {
+    uint8_t* p;
+    size_t n;
+  } arg{local_.buf.data(), 0};
+  auto unpack = [](void* a, const void* data, size_t len) {
+    auto* x = static_cast<Arg*>(a);
+    std::memcpy(x->p, data, len);
+    x->n = len;
+  };
+  Comp c1;
+  ucs_status_t st = retry([&] {
+    return uct_ep_get_bcopy(ep_, unpack, &arg, 6000, peer_.buf + 10000, rkey_.rkey, &c1.c);
+  });
+  ASSERT_EQ(UCS_INPROGRESS, st);
+  wait_comp(&c1.c);
+  EXPECT_EQ(6000u, arg.n);
+  EXPECT_EQ(0, std::memcmp(local_.buf.data(), want.data() + 10000, 6000));
+  Comp c2;
+  uct_iov_t iov{local_.buf.data() + 8192, 500000, local_.memh, 0, 1};
+  st = retry([&] { return uct_ep_get_zcopy(ep_, &iov, 1, peer_.buf + 20000, rkey_.rkey, &c2.c); });
+  ASSERT_EQ(UCS_INPROGRESS, st);
+  wait_comp(&c2.c);
+  EXPECT_EQ(UCS_OK, c2.c.status);
+  EXPECT_EQ(0, std::memcmp(local_.buf.data() + 8192, want.data() + 20000, 500000));
+}
+
+TEST_F(SrdTest, BadInputGetsErrorsNotCrashes) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY)) GTEST_SKIP() << "no RDMA read";
+  std::vector<uint8_t> big(local_.attr.cap.get.max_short + 1);
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_short(ep_, big.data(), big.size(), peer_.buf, rkey_.rkey));
+  uct_iov_t two[2] = {{local_.buf.data(), 8, local_.memh, 0, 1}, {local_.buf.data(), 8, local_.memh, 0, 1}};
+  Comp c;
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, two, 2, peer_.buf, rkey_.rkey, &c.c));
+  uct_iov_t nomemh{local_.buf.data(), 8, nullptr, 0, 1};
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, &nomemh, 1, peer_.buf, rkey_.rkey, &c.c));
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_check(ep_, 1, nullptr));
+  // A bad rkey is an error completion, not a crash or a hang.
+  uct_iov_t iov{local_.buf.data(), 64, local_.memh, 0, 1};
+  ucs_status_t st = retry([&] { return uct_ep_get_zcopy(ep_, &iov, 1, peer_.buf, rkey_.rkey ^ 0x5555u, &c.c); });
+  ASSERT_EQ(UCS_INPROGRESS, st);
+  wait_comp(&c.c);
+  EXPECT_NE(UCS_OK, c.c.status);
+  EXPECT_EQ(1, c.calls);
+}
+
+// am_short / am_short_iov / am_bcopy / am_zcopy arrive whole, in order, at the peer's handler,
+// which keeps every other descriptor and releases it later.
+TEST_F(SrdTest, ActiveMessagesArriveInOrderWithDescriptors) {
+  const uint64_t f = local_.attr.cap.flags;
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_SHORT);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_BCOPY);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_AM_ZCOPY);
+  ASSERT_TRUE(f & UCT_IFACE_FLAG_CB_SYNC);
+  uint8_t* src = local_.buf.data();
+  fill_pattern(src, kBuf, 3);
+  uint64_t want = 0, n = 0;
+  for (int round = 0; round < 40; ++round) {
+    const uint64_t header = 0x1122334455667700ull + round;
+    const unsigned plen = 1 + round * 7;
+    ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_am_short(ep_, kAmId, header, src + round, plen); }));
+    std::vector<uint8_t> m(8 + plen);
+    std::memcpy(m.data(), &header, 8);
+    std::memcpy(m.data() + 8, src + round, plen);
+    want = fold(want, m.data(), m.size());
+    ++n;
+    uct_iov_t iov2[2] = {{src + 100, 10u + round, nullptr, 0, 1}, {src + 900, 33, nullptr, 0, 1}};
+    ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_am_short_iov(ep_, kAmId, iov2, 2); }));
+    std::vector<uint8_t> v(src + 100, src + 110 + round);
+    v.insert(v.end(), src + 900, src + 933);
+    want = fold(want, v.data(), v.size());
+    ++n;
+    struct Arg {
+      const uint8_t* p;
+      size_t len;
+    } arg{src + 5000 + round, 3000u + round};
+    auto pack = [](void* dest, void* a) -> size_t {
+      auto* x = static_cast<Arg*>(a);
+      std::memcpy(dest, x->p, x->len);
+      return x->len;
+    };
+    ssize_t packed;
+    while ((packed = uct_ep_am_bcopy(ep_, kAmId, pack, &arg, 0)) == UCS_ERR_NO_RESOURCE) local_.progress();
+    ASSERT_EQ(static_cast<ssize_t>(arg.len), packed);
+    want = fold(want, arg.p, arg.len);
+    ++n;
+    uint8_t hdr[8];
+    std::memcpy(hdr, &header, 8);
+    uct_iov_t iov{src + 20000, 2000u + round, local_.memh, 0, 1};
+    Comp c;
+    ucs_status_t st = retry([&] { return uct_ep_am_zcopy(ep_, kAmId, hdr, 8, &iov, 1, 0, &c.c); });
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS);
+    if (st == UCS_INPROGRESS) wait_comp(&c.c);
+    std::vector<uint8_t> z(hdr, hdr + 8);
+    z.insert(z.end(), src + 20000, src + 22000 + round);
+    want = fold(want, z.data(), z.size());
+    ++n;
+  }
+  flush_ep();
+  EXPECT_EQ(want, ask(kAmHash, n, 0));
+  // Bad input: an id past UCT_AM_ID_MAX, a payload past max_short.
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_short(ep_, UCT_AM_ID_MAX, 0, src, 8));
+  std::vector<uint8_t> big(local_.attr.cap.am.max_short + 1);
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_short(ep_, kAmId, 0, big.data(), big.size()));
+}
+
+// Atomics run by the peer's core on its registered memory; fetched values come back.
+TEST_F(SrdTest, AtomicsExecuteAtThePeer) {
+  ASSERT_TRUE(local_.attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_CPU);
+  ASSERT_TRUE(local_.attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP));
+  ask(kFill, 0, 0);  // known contents
+  std::vector<uint8_t> init(kBuf);
+  fill_pattern(init.data(), kBuf, 0);
+  uint64_t v0, v1;
+  std::memcpy(&v0, init.data() + 64, 8);
+  std::memcpy(&v1, init.data() + 128, 4);
+  auto fetch = [&](auto call) {
+    Comp c;
+    ucs_status_t st = retry([&] { return call(&c.c); });
+    EXPECT_EQ(UCS_INPROGRESS, st);
+    if (st == UCS_INPROGRESS) wait_comp(&c.c);
+    EXPECT_EQ(UCS_OK, c.c.status);
+  };
+  uint64_t r64 = 0;
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_ADD, 5, &r64, peer_.buf + 64, rkey_.rkey, c); });
+  EXPECT_EQ(v0, r64);
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_atomic64_post(ep_, UCT_ATOMIC_OP_XOR, 0xff, peer_.buf + 64, rkey_.rkey); }));
+  // Posts and fetches to one peer are handled in order: the fetch sees the post.
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_SWAP, 7, &r64, peer_.buf + 64, rkey_.rkey, c); });
+  EXPECT_EQ((v0 + 5) ^ 0xff, r64);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap64(ep_, 7, 99, peer_.buf + 64, rkey_.rkey, &r64, c); });
+  EXPECT_EQ(7u, r64);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap64(ep_, 7, 123, peer_.buf + 64, rkey_.rkey, &r64, c); });
+  EXPECT_EQ(99u, r64);  // compare failed: unchanged
+  uint32_t r32 = 0, w32 = static_cast<uint32_t>(v1);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic32_fetch(ep_, UCT_ATOMIC_OP_OR, 0x100, &r32, peer_.buf + 128, rkey_.rkey, c); });
+  EXPECT_EQ(w32, r32);
+  fetch([&](uct_completion_t* c) { return uct_ep_atomic_cswap32(ep_, w32 | 0x100, 1, peer_.buf + 128, rkey_.rkey, &r32, c); });
+  EXPECT_EQ(w32 | 0x100, r32);
+  uint64_t want64 = 99;
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&want64), 8), ask(kSum, 64, 8));
+  uint32_t want32 = 1;
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&want32), 4), ask(kSum, 128, 4));
+  // A bad rkey is an error completion.
+  Comp bad;
+  ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+    return uct_ep_atomic64_fetch(ep_, UCT_ATOMIC_OP_ADD, 1, &r64, peer_.buf + 64, rkey_.rkey ^ 0x777u, &bad.c);
+  }));
+  wait_comp(&bad.c);
+  EXPECT_NE(UCS_OK, bad.c.status);
+  EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_ep_atomic64_post(ep_, UCT_ATOMIC_OP_SWAP, 1, peer_.buf + 64, rkey_.rkey));
+}
+
+// Fills the SQ: NO_RESOURCE, pending requests then run in order as completions free it.
+TEST_F(SrdTest, PendingUnderAFullQueueRunsInOrder) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT)) GTEST_SKIP() << "no RDMA write";
+  uint64_t v = 0;
+  size_t posted = 0;
+  // The filler writes elsewhere: SRD does not order writes, so it could land after a pending one.
+  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf + 4096 + 8 * posted, rkey_.rkey) == UCS_OK) ++posted;
+  ASSERT_GT(posted, 0u);
+  struct Req {
+    uct_pending_req_t r;
+    uct_ep_h ep;
+    uint64_t remote;
+    uct_rkey_t rkey;
+    uint64_t value;
+    int* order;
+    int idx;
+    int ran;
+  };
+  static int counter;
+  counter = 0;
+  int order = 0;
+  std::vector<Req> reqs(8);
+  for (int i = 0; i < 8; ++i) {
+    reqs[i] = Req{{[](uct_pending_req_t* self) -> ucs_status_t {
+                     auto* q = reinterpret_cast<Req*>(self);
+                     ucs_status_t st = uct_ep_put_short(q->ep, &q->value, sizeof(q->value), q->remote, q->rkey);
+                     if (st == UCS_OK) q->ran = ++counter;
+                     return st;
+                   },
+                   {}},
+                  ep_, peer_.buf + 8 * i, rkey_.rkey, 1000u + i, &order, i, 0};
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep_, &reqs[i].r, 0));
+  }
+  // A new send must not overtake what is pending.
+  EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf, rkey_.rkey));
+  flush_ep();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(i + 1, reqs[i].ran);
+  uint64_t want[8];
+  for (int i = 0; i < 8; ++i) want[i] = 1000u + i;
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(want), sizeof(want)), ask(kSum, 0, sizeof(want)));
+  // With room again, pending_add says "send it yourself".
+  uct_pending_req_t r{[](uct_pending_req_t*) { return UCS_OK; }, {}};
+  EXPECT_EQ(UCS_ERR_BUSY, uct_ep_pending_add(ep_, &r, 0));
+}
+
+TEST_F(SrdTest, FlushWithCompletionAndFence) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_BCOPY)) GTEST_SKIP() << "no RDMA write";
+  EXPECT_EQ(UCS_OK, uct_ep_flush(ep_, 0, nullptr));  // nothing outstanding
+  uint64_t a = 0x1111, b = 0x2222;
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_put_short(ep_, &a, 8, peer_.buf, rkey_.rkey); }));
+  EXPECT_EQ(UCS_OK, uct_ep_fence(ep_, 0));
+  // After the fence the second write waits for the first: the peer ends with b.
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_put_short(ep_, &b, 8, peer_.buf, rkey_.rkey); }));
+  Comp c;
+  ucs_status_t st = uct_ep_flush(ep_, 0, &c.c);
+  if (st == UCS_INPROGRESS) {
+    wait_comp(&c.c);
+  } else {
+    EXPECT_EQ(UCS_OK, st);
+  }
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&b), 8), ask(kSum, 0, 8));
+  Comp ic;
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_put_short(ep_, &a, 8, peer_.buf + 64, rkey_.rkey); }));
+  st = uct_iface_flush(local_.iface, 0, &ic.c);
+  if (st == UCS_INPROGRESS) wait_comp(&ic.c);
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(&a), 8), ask(kSum, 64, 8));
+  EXPECT_EQ(UCS_OK, uct_iface_fence(local_.iface, 0));
+}
+
+// The event fd is a real fd: it becomes readable when a send completes after arming.
+TEST_F(SrdTest, EventFdWakesOnSendCompletion) {
+  if (!(local_.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD)) GTEST_SKIP() << "no CQ events";
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT)) GTEST_SKIP() << "no RDMA write";
+  int fd = -1;
+  ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(local_.iface, &fd));
+  ASSERT_GE(fd, 0);
+  ucs_status_t st;
+  while ((st = uct_iface_event_arm(local_.iface, UCT_EVENT_SEND_COMP)) == UCS_ERR_BUSY) local_.progress();
+  ASSERT_EQ(UCS_OK, st);
+  uint64_t v = 42;
+  ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_, &v, 8, peer_.buf, rkey_.rkey));
+  pollfd p{fd, POLLIN, 0};
+  int n = 0;
+  for (int i = 0; i < 200 && n == 0; ++i) n = poll(&p, 1, 100);  // the emulator's engine thread
+  EXPECT_EQ(1, n);
+  EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(local_.iface, UCT_EVENT_SEND_COMP));
+  flush_ep();
+  EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_iface_event_arm(local_.iface, UCT_EVENT_RECV_SIG));
+}
+
+// Kills the peer: the keep-alive and outstanding work report it through the error handler.
+TEST_F(SrdTest, PeerDeathSeenByEpCheckAndOutstandingWork) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK)) GTEST_SKIP() << "no keep-alive";
+  ASSERT_EQ(UCS_OK, uct_ep_check(ep_, 0, nullptr));
+  flush_ep();
+  EXPECT_EQ(0, local_.errors);
+  kill(pid_, SIGKILL);
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  killed_ = true;
+  Comp c;
+  uct_iov_t iov{local_.buf.data(), 64, local_.memh, 0, 1};
+  ASSERT_EQ(UCS_INPROGRESS, retry([&] { return uct_ep_get_zcopy(ep_, &iov, 1, peer_.buf, rkey_.rkey, &c.c); }));
+  ASSERT_EQ(UCS_OK, uct_ep_check(ep_, 0, nullptr));
+  auto t0 = std::chrono::steady_clock::now();
+  while ((local_.errors == 0 || c.c.count > 0) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    local_.progress();
+  EXPECT_EQ(1, local_.errors);
+  EXPECT_NE(UCS_OK, local_.last_error);
+  EXPECT_EQ(0, c.c.count);
+  EXPECT_NE(UCS_OK, c.c.status);
+  // The failed endpoint refuses new work instead of hanging.
+  uint64_t v = 1;
+  EXPECT_NE(UCS_OK, uct_ep_put_short(ep_, &v, 8, peer_.buf, rkey_.rkey));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Both processes share the emulated fabric; a key of this run keeps parallel tests apart.
+  setenv("FI_EFA_EMU_FABRIC", "shm", 0);
+  setenv("FI_EFA_EMU_FABRIC_KEY", ("uct-" + std::to_string(getpid())).c_str(), 0);
+  const char* lib = std::getenv("XPUFAB_UCT_LIB");
+  if (lib == nullptr || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    std::fprintf(stderr, "cannot load %s: %s\n", lib ? lib : "(XPUFAB_UCT_LIB unset)", dlerror());
+    return 1;
+  }
+  if (argc == 3 && std::string(argv[1]) == "--uct-peer") peer_main(std::atoi(argv[2]));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

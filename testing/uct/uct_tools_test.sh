@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Debian's unmodified UCX tools over the srd transport on the emulated EFA: ucx_info lists it,
+# ucx_perftest runs UCT tests between two processes, and UCP runs over it alone (UCX_TLS=srd).
+# Usage: uct_tools_test.sh LIBUCT_XPUFAB
+set -euo pipefail
+lib=$(readlink -f "$1")
+# A loaded machine must not turn a slow peer into a dead one.
+export FI_EFA_BACKEND=emu FI_EFA_EMU_FABRIC=shm FI_EFA_EMU_FABRIC_KEY="uct-tools-$$" FI_EFA_EMU_TIMEOUT_MS=20000
+export LD_PRELOAD="$lib"
+fail=0
+
+info=$(ucx_info -d -t srd)
+for want in "Component: xpufab" "Transport: srd" "Device: efa_emu0" "put_zcopy" "get_bcopy" "am_bcopy" \
+            "connection: to ep, to iface" "peer failure, ep_check"; do
+  if ! grep -q "$want" <<<"$info"; then echo "FAIL: ucx_info -d lacks '$want'"; fail=1; fi
+done
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# One server/client pair; prints the client's Final: line, fails on anything else.
+run() {
+  local name=$1; shift
+  port=$((port + 1))
+  timeout 60 ucx_perftest -p "$port" "${server_args[@]}" >"$TEST_TMPDIR/$name.srv" 2>&1 &
+  local spid=$!
+  for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done
+  if timeout 60 ucx_perftest 127.0.0.1 -p "$port" "$@" >"$TEST_TMPDIR/$name.cli" 2>&1 && wait "$spid" &&
+     final=$(grep '^Final:' "$TEST_TMPDIR/$name.cli"); then
+    echo "ok   $name: $final"
+  else
+    wait "$spid" || true
+    echo "FAIL: $name"; tail -n 5 "$TEST_TMPDIR/$name.cli" "$TEST_TMPDIR/$name.srv"; fail=1
+  fi
+}
+
+server_args=(-x srd -d efa_emu0)
+uct=(-x srd -d efa_emu0)
+run put_lat "${uct[@]}" -t put_lat -n 2000
+run put_bw_bcopy "${uct[@]}" -t put_bw -D bcopy -s 8192 -n 2000
+run put_bw_zcopy_1M "${uct[@]}" -t put_bw -D zcopy -s 1048576 -n 200
+run get_bcopy "${uct[@]}" -t get -D bcopy -s 4096 -n 2000
+run get_zcopy "${uct[@]}" -t get -D zcopy -s 65536 -n 500
+run am_lat "${uct[@]}" -t am_lat -n 2000
+run am_bw_bcopy "${uct[@]}" -t am_bw -D bcopy -s 4096 -n 2000
+run add_lat "${uct[@]}" -t add_lat -n 1000
+run fadd "${uct[@]}" -t fadd -n 1000
+run cswap "${uct[@]}" -t cswap -n 1000
+
+export UCX_TLS=srd
+server_args=()
+run tag_lat -t tag_lat -n 2000
+run tag_bw -t tag_bw -s 65536 -n 200
+run ucp_put_bw -t ucp_put_bw -s 65536 -n 200
+run ucp_get -t ucp_get -s 65536 -n 200
+run ucp_fadd -t ucp_fadd -n 1000
+
+exit $fail

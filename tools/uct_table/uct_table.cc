@@ -1,0 +1,225 @@
+// Prints the OpenUCX memo's support table for the srd transport: one column per backend and
+// emulated profile (emu gen1..gen4, hw), each read from a live interface (its uct_iface_ops_t
+// entries and the caps uct_iface_query reports) in a process of its own, since the backend and
+// profile are chosen per process. A row is "Y" when the op is wired and its capability
+// advertised, "-" when it is not wired, "off" when wired but not advertised on that device.
+//   uct_table [LIBUCT_XPUFAB]   (default: $XPUFAB_UCT_LIB)
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uct/api/uct.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Row {
+  const char* name;
+  bool wired;
+  uint64_t cap;   // cap.flags bit(s) that must be set too, 0 for none
+  bool is_event;  // cap is in cap.event_flags
+};
+
+#define OP(o) (ops.o != nullptr)
+
+std::vector<Row> rows(const uct_iface_ops_t& ops) {
+  return {
+      {"put_short", OP(ep_put_short), UCT_IFACE_FLAG_PUT_SHORT, false},
+      {"put_bcopy", OP(ep_put_bcopy), UCT_IFACE_FLAG_PUT_BCOPY, false},
+      {"put_zcopy", OP(ep_put_zcopy), UCT_IFACE_FLAG_PUT_ZCOPY, false},
+      {"get_short", OP(ep_get_short), UCT_IFACE_FLAG_GET_SHORT, false},
+      {"get_bcopy", OP(ep_get_bcopy), UCT_IFACE_FLAG_GET_BCOPY, false},
+      {"get_zcopy", OP(ep_get_zcopy), UCT_IFACE_FLAG_GET_ZCOPY, false},
+      {"am_short", OP(ep_am_short), UCT_IFACE_FLAG_AM_SHORT, false},
+      {"am_short_iov", OP(ep_am_short_iov), UCT_IFACE_FLAG_AM_SHORT, false},
+      {"am_bcopy", OP(ep_am_bcopy), UCT_IFACE_FLAG_AM_BCOPY, false},
+      {"am_zcopy", OP(ep_am_zcopy), UCT_IFACE_FLAG_AM_ZCOPY, false},
+      {"atomic_cswap64", OP(ep_atomic_cswap64), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"atomic_cswap32", OP(ep_atomic_cswap32), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"atomic32_post", OP(ep_atomic32_post), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"atomic64_post", OP(ep_atomic64_post), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"atomic32_fetch", OP(ep_atomic32_fetch), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"atomic64_fetch", OP(ep_atomic64_fetch), UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE, false},
+      {"tag_eager_short", OP(ep_tag_eager_short), UCT_IFACE_FLAG_TAG_EAGER_SHORT, false},
+      {"tag_eager_bcopy", OP(ep_tag_eager_bcopy), UCT_IFACE_FLAG_TAG_EAGER_BCOPY, false},
+      {"tag_eager_zcopy", OP(ep_tag_eager_zcopy), UCT_IFACE_FLAG_TAG_EAGER_ZCOPY, false},
+      {"tag_rndv_zcopy", OP(ep_tag_rndv_zcopy), UCT_IFACE_FLAG_TAG_RNDV_ZCOPY, false},
+      {"tag_rndv_cancel", OP(ep_tag_rndv_cancel), UCT_IFACE_FLAG_TAG_RNDV_ZCOPY, false},
+      {"tag_rndv_request", OP(ep_tag_rndv_request), UCT_IFACE_FLAG_TAG_RNDV_ZCOPY, false},
+      {"iface_tag_recv_zcopy", OP(iface_tag_recv_zcopy), UCT_IFACE_FLAG_TAG_EAGER_BCOPY, false},
+      {"iface_tag_recv_cancel", OP(iface_tag_recv_cancel), UCT_IFACE_FLAG_TAG_EAGER_BCOPY, false},
+      {"ep_pending_add", OP(ep_pending_add), UCT_IFACE_FLAG_PENDING, false},
+      {"ep_pending_purge", OP(ep_pending_purge), UCT_IFACE_FLAG_PENDING, false},
+      {"ep_flush", OP(ep_flush), 0, false},
+      {"ep_fence", OP(ep_fence), 0, false},
+      {"ep_check", OP(ep_check), UCT_IFACE_FLAG_EP_CHECK, false},
+      {"ep_create", OP(ep_create), 0, false},
+      {"ep_destroy", OP(ep_destroy), 0, false},
+      {"ep_get_address", OP(ep_get_address), UCT_IFACE_FLAG_CONNECT_TO_EP, false},
+      {"ep_connect_to_ep", OP(ep_connect_to_ep), UCT_IFACE_FLAG_CONNECT_TO_EP, false},
+      {"ep_connect (cm)", OP(ep_connect), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
+      {"ep_disconnect (cm)", OP(ep_disconnect), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
+      {"cm_ep_conn_notify", OP(cm_ep_conn_notify), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
+      {"iface_accept", OP(iface_accept), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
+      {"iface_reject", OP(iface_reject), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
+      {"iface_flush", OP(iface_flush), 0, false},
+      {"iface_fence", OP(iface_fence), 0, false},
+      {"iface_progress_enable", OP(iface_progress_enable), 0, false},
+      {"iface_progress_disable", OP(iface_progress_disable), 0, false},
+      {"iface_progress", OP(iface_progress), 0, false},
+      {"iface_event_fd_get", OP(iface_event_fd_get), UCT_IFACE_FLAG_EVENT_FD, true},
+      {"iface_event_arm", OP(iface_event_arm), UCT_IFACE_FLAG_EVENT_FD, true},
+      {"iface_close", OP(iface_close), 0, false},
+      {"iface_query", OP(iface_query), 0, false},
+      {"iface_get_device_address", OP(iface_get_device_address), 0, false},
+      {"iface_get_address", OP(iface_get_address), 0, false},
+      {"iface_is_reachable", OP(iface_is_reachable), 0, false},
+  };
+}
+
+// Child side: opens srd on the first xpufab device and prints "row value" lines.
+int probe() {
+  ucs_async_context_t* async;
+  uct_worker_h worker;
+  if (ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) != UCS_OK ||
+      uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker) != UCS_OK)
+    return 1;
+  uct_component_h* comps;
+  unsigned n;
+  if (uct_query_components(&comps, &n) != UCS_OK) return 1;
+  uct_component_h comp = nullptr;
+  for (unsigned i = 0; i < n; ++i) {
+    uct_component_attr_t a{};
+    a.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    if (uct_component_query(comps[i], &a) == UCS_OK && std::string(a.name) == "xpufab") comp = comps[i];
+  }
+  if (comp == nullptr) return 2;
+  uct_component_attr_t a{};
+  a.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+  if (uct_component_query(comp, &a) != UCS_OK || a.md_resource_count == 0) return 3;  // no device
+  std::vector<uct_md_resource_desc_t> res(a.md_resource_count);
+  a.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+  a.md_resources = res.data();
+  uct_md_config_t* mc;
+  uct_md_h md;
+  uct_iface_config_t* ic;
+  uct_iface_h iface;
+  if (uct_component_query(comp, &a) != UCS_OK || uct_md_config_read(comp, nullptr, nullptr, &mc) != UCS_OK ||
+      uct_md_open(comp, res[0].md_name, mc, &md) != UCS_OK ||
+      uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic) != UCS_OK)
+    return 4;
+  uct_iface_params_t p{};
+  p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+  p.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+  p.mode.device.tl_name = "srd";
+  p.mode.device.dev_name = res[0].md_name;
+  if (uct_iface_open(md, worker, &p, ic, &iface) != UCS_OK) return 5;
+  uct_iface_attr_t attr;
+  if (uct_iface_query(iface, &attr) != UCS_OK) return 6;
+  for (const Row& r : rows(iface->ops)) {
+    const uint64_t have = r.is_event ? attr.cap.event_flags : attr.cap.flags;
+    const char* v = !r.wired ? "-" : (r.cap == 0 || (have & r.cap)) ? "Y" : "off";
+    std::printf("%s %s\n", r.name, v);
+  }
+  std::printf("device %s\n", res[0].md_name);
+  uct_iface_close(iface);
+  uct_config_release(ic);
+  uct_md_close(md);
+  uct_config_release(mc);
+  uct_release_component_list(comps);
+  uct_worker_destroy(worker);
+  ucs_async_context_destroy(async);
+  return 0;
+}
+
+// Parent side: runs the probe under each column's environment, collects its lines.
+std::map<std::string, std::string> run_column(const char* self, const char* lib, const std::string& backend,
+                                              const std::string& profile, std::string* status) {
+  int fds[2];
+  std::map<std::string, std::string> out;
+  if (pipe(fds) != 0) return out;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    ::close(fds[0]);
+    setenv("FI_EFA_BACKEND", backend.c_str(), 1);
+    if (!profile.empty()) setenv("FI_EFA_EMU_PROFILE", profile.c_str(), 1);
+    execl(self, self, "--probe", lib, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t k;
+  while ((k = read(fds[0], buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(k));
+  ::close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  *status = rc == 0 ? "" : rc == 3 ? "no device" : "probe failed (" + std::to_string(rc) + ")";
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(pos, nl - pos);
+    size_t sp = line.rfind(' ');
+    if (sp != std::string::npos) out[line.substr(0, sp)] = line.substr(sp + 1);
+    pos = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool probing = argc >= 3 && std::string(argv[1]) == "--probe";
+  const char* lib = probing ? argv[2] : (argc >= 2 ? argv[1] : std::getenv("XPUFAB_UCT_LIB"));
+  if (lib == nullptr) {
+    std::fprintf(stderr, "usage: uct_table LIBUCT_XPUFAB (or XPUFAB_UCT_LIB)\n");
+    return 2;
+  }
+  if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    std::fprintf(stderr, "uct_table: %s\n", dlerror());
+    return 2;
+  }
+  if (probing) return probe();
+  struct Col {
+    std::string title, backend, profile;
+  };
+  const std::vector<Col> cols = {{"emu gen1", "emu", "gen1"}, {"emu gen2", "emu", "gen2"}, {"emu gen3", "emu", "gen3"},
+                                 {"emu gen4", "emu", "gen4"}, {"hw", "hw", ""}};
+  std::vector<std::map<std::string, std::string>> vals;
+  std::vector<std::string> why(cols.size());
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return 2;
+  self[len] = 0;
+  for (size_t i = 0; i < cols.size(); ++i) vals.push_back(run_column(self, lib, cols[i].backend, cols[i].profile, &why[i]));
+  uct_iface_ops_t none;
+  std::memset(&none, 0, sizeof(none));
+  std::printf("| %-24s |", "srd (xpufab)");
+  for (const Col& c : cols) std::printf(" %-9s |", c.title.c_str());
+  std::printf("\n|%s|", std::string(26, '-').c_str());
+  for (size_t i = 0; i < cols.size(); ++i) std::printf("%s|", std::string(11, '-').c_str());
+  std::printf("\n");
+  for (const Row& r : rows(none)) {
+    std::printf("| %-24s |", r.name);
+    for (size_t i = 0; i < cols.size(); ++i) {
+      auto it = vals[i].find(r.name);
+      std::printf(" %-9s |", why[i].empty() && it != vals[i].end() ? it->second.c_str() : "n/a");
+    }
+    std::printf("\n");
+  }
+  for (size_t i = 0; i < cols.size(); ++i) {
+    auto d = vals[i].find("device");
+    std::printf("%s: %s\n", cols[i].title.c_str(),
+                why[i].empty() ? ("device " + (d != vals[i].end() ? d->second : std::string("?"))).c_str()
+                               : why[i].c_str());
+  }
+  return 0;
+}
