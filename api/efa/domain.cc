@@ -15,6 +15,15 @@ namespace xpufab::efa {
 
 namespace {
 
+// Removes `suffix` from the end of *name; true when it was there (and something precedes it).
+bool strip_suffix(std::string* name, const std::string& suffix) {
+  if (name->size() <= suffix.size() ||
+      name->compare(name->size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  name->resize(name->size() - suffix.size());
+  return true;
+}
+
 int domain_close(fid* f) {
   EfaDomain* dom = to_domain(f);
   if (!dom) return -FI_EINVAL;
@@ -67,19 +76,21 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   std::vector<backend::DeviceInfo> devs;
   int rc = select_backend(&be, &devs);
   if (rc) return -FI_ENODEV;
-  // "<device>-dgrm" names the device's DGRAM domain.
+  // "<device>-dgrm" names the device's DGRAM domain, "<device>-rdm" its protocol domain, the
+  // device's own name the efa-direct one.
   std::string dev_name = info->domain_attr->name;
-  const std::string suffix = kDgramDomainSuffix;
-  const bool dgram = dev_name.size() > suffix.size() &&
-                     dev_name.compare(dev_name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  if (dgram) dev_name.resize(dev_name.size() - suffix.size());
+  const bool dgram = strip_suffix(&dev_name, kDgramDomainSuffix);
+  const bool proto = !dgram && strip_suffix(&dev_name, kRdmDomainSuffix);
   bool found = false;
   for (const auto& d : devs) found |= d.name == dev_name;
   if (!found) return -FI_ENODEV;
-  if (dgram && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  if ((dgram || proto) && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  // The thin fabric's domains carry neither tags nor atomics.
+  if (!proto && (info->caps & (FI_TAGGED | FI_ATOMIC))) return -FI_EOPNOTSUPP;
   auto* dom = new (std::nothrow) EfaDomain();
   if (!dom) return -FI_ENOMEM;
   dom->dgram = dgram;
+  dom->proto = proto;
   rc = acquire_device(be, dev_name, &dom->sdev);
   if (rc) {
     delete dom;

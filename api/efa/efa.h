@@ -47,6 +47,13 @@ inline constexpr const char* kFabricName = "efa-direct";
 // FI_EP_DGRAM endpoints (UD QPs) live in their own fabric and domains, named as upstream's.
 inline constexpr const char* kDgramFabricName = "efa";
 inline constexpr const char* kDgramDomainSuffix = "-dgrm";
+// The protocol fabric (api/proto/): RDM endpoints with tagged messages, atomics and messages far
+// beyond the MTU, built in software over SRD. Upstream's efa provider calls it "efa" too, with
+// domains "<device>-rdm", beside the DGRAM domains of the same fabric.
+inline constexpr const char* kProtoFabricName = "efa";
+inline constexpr const char* kRdmDomainSuffix = "-rdm";
+// The largest message the protocol fabric carries (fi_getinfo's max_msg_size).
+inline constexpr size_t kProtoMaxMsgSize = size_t{1} << 30;
 inline constexpr uint32_t kProvVersion = FI_VERSION(2, 7);
 
 #define EFA_WARN(subsys, ...) XPUFAB_WARN("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
@@ -132,6 +139,7 @@ struct EfaDomain {
   int mr_mode = 0;
   bool xpu = false;  // opened with FI_XPU
   bool dgram = false;  // a "<device>-dgrm" domain: FI_EP_DGRAM endpoints only
+  bool proto = false;  // a "<device>-rdm" domain of the protocol fabric
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
   // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A
@@ -182,9 +190,13 @@ struct EfaMr {
 
 // A host-side completion waiting for fi_cq_read (success or error, kept in arrival order), as
 // device/efa_completion.h translates a CQE for host and device code alike.
+// The protocol fabric's completions add a tag and, for a truncated receive, the bytes that did
+// not fit (olen).
 struct Completion {
   efa_comp c{};
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  uint64_t tag = 0;
+  uint64_t olen = 0;
   bool error() const { return c.err != 0; }
 };
 
