@@ -65,6 +65,13 @@ void group_check_failed(const char* file, int line, const char* cond) {
 
 std::vector<std::string> Member::allgather(const std::string& mine) {
   GROUP_CHECK(write_blob(fd_, mine));
+  if (idle_) {
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 0) == 1) break;
+      idle_();
+    }
+  }
   std::vector<std::string> all(static_cast<size_t>(size_));
   for (auto& s : all) GROUP_CHECK(read_blob(fd_, &s));
   return all;

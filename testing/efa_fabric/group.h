@@ -6,6 +6,7 @@
 #ifndef XPUFAB_TESTING_EFA_FABRIC_GROUP_H_
 #define XPUFAB_TESTING_EFA_FABRIC_GROUP_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,13 @@ class Member {
   // Every member's blob by rank; a failed exchange fails the process.
   std::vector<std::string> allgather(const std::string& mine);
   void barrier() { allgather(std::string()); }
+  // Runs while an exchange waits for the others: a protocol endpoint whose progress is its
+  // reader's must keep progressing, or a peer waiting on it never finishes.
+  void set_idle(std::function<void()> idle) { idle_ = std::move(idle); }
 
  private:
   int rank_, size_, fd_;
+  std::function<void()> idle_;
 };
 
 // Forks `size` children that run `fn` (a return is exit status 0) and relays their exchanges.
