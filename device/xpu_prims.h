@@ -16,6 +16,10 @@
  *   xpu_cas_u32/u64(p, &expected, desired)
  *                                    strong CAS, acq_rel; returns 1 on success,
  *                                    else 0 with *expected = the current value
+ *   xpu_cas_u128(p, &expected, desired)
+ *                                    16-byte CAS, only where XPU_HAVE_CAS_U128
+ *                                    is defined (x86-64 hosts, sm_90 GPUs);
+ *                                    xpu_u128 is its unsigned __int128 type
  *   xpu_fence_release()/acquire()    thread fences, system scope
  *   xpu_fence_system()               full fence: orders all earlier stores,
  *                                    write-combined and MMIO included, before

@@ -79,4 +79,37 @@ XPU_FUNC void xpu_relax(void) {
 #endif
 }
 
+/*
+ * 16-byte CAS: atom.cas.b128 on sm_90 and later (cuda::atomic_ref's b128 path
+ * does not compile in CUDA 13.0), cmpxchg16b in the host pass. p must be
+ * 16-byte aligned.
+ */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define XPU_HAVE_CAS_U128 1
+__extension__ typedef unsigned __int128 xpu_u128;
+XPU_FUNC int xpu_cas_u128(xpu_u128 *p, xpu_u128 *expected, xpu_u128 desired) {
+  uint64_t lo = (uint64_t)*expected, hi = (uint64_t)(*expected >> 64);
+#if defined(__CUDA_ARCH__)
+  uint64_t olo, ohi;
+  asm volatile(
+      "{\n\t.reg .b128 c, n, o;\n\tmov.b128 c, {%2, %3};\n\tmov.b128 n, {%4, %5};\n\t"
+      "atom.acq_rel.sys.cas.b128 o, [%6], c, n;\n\tmov.b128 {%0, %1}, o;\n\t}"
+      : "=l"(olo), "=l"(ohi)
+      : "l"(lo), "l"(hi), "l"((uint64_t)desired), "l"((uint64_t)(desired >> 64)), "l"(p)
+      : "memory");
+  const int ok = olo == lo && ohi == hi;
+  *expected = ((xpu_u128)ohi << 64) | olo;
+  return ok;
+#else
+  unsigned char ok;
+  __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
+                       : "=q"(ok), "+m"(*p), "+a"(lo), "+d"(hi)
+                       : "b"((uint64_t)desired), "c"((uint64_t)(desired >> 64))
+                       : "memory", "cc");
+  *expected = ((xpu_u128)hi << 64) | lo;
+  return ok;
+#endif
+}
+#endif
+
 #endif /* XPUFAB_DEVICE_XPU_PRIMS_CUDA_H_ */

@@ -69,4 +69,25 @@ XPU_FUNC void xpu_mmio_write_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, 
  */
 XPU_FUNC void xpu_relax(void) { sched_yield(); }
 
+/*
+ * 16-byte CAS where the CPU has one (x86-64: lock cmpxchg16b). GCC routes
+ * 16-byte __atomic builtins through libatomic, which may take a lock, so the
+ * instruction is written out. ThreadSanitizer does not see it; callers access
+ * such words only through this function. p must be 16-byte aligned.
+ */
+#if defined(__x86_64__)
+#define XPU_HAVE_CAS_U128 1
+__extension__ typedef unsigned __int128 xpu_u128;
+XPU_FUNC int xpu_cas_u128(xpu_u128 *p, xpu_u128 *expected, xpu_u128 desired) {
+  uint64_t lo = (uint64_t)*expected, hi = (uint64_t)(*expected >> 64);
+  unsigned char ok;
+  __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
+                       : "=q"(ok), "+m"(*p), "+a"(lo), "+d"(hi)
+                       : "b"((uint64_t)desired), "c"((uint64_t)(desired >> 64))
+                       : "memory", "cc");
+  *expected = ((xpu_u128)hi << 64) | lo;
+  return ok;
+}
+#endif
+
 #endif /* XPUFAB_DEVICE_XPU_PRIMS_HOST_H_ */
