@@ -1,0 +1,519 @@
+/*
+ * msg.h - tagged and untagged messages over the protocol transport: eager up
+ * to the eager limit, rendezvous above it, any length up to 2^64 - 1 (in
+ * practice max_msg_size). Host and nvcc; valid C11 and C++17.
+ *
+ * Include api/proto/proto.h, not this file.
+ *
+ * Eager: the payload travels in the EAGER packet. The receiver matches it
+ * against posted receives (match.h; untagged receives use a second list with
+ * tag 0 and no ignore bits), or copies it into an unexpected slot.
+ *
+ * Rendezvous: the sender offers its buffer (RTS: length, address, remote
+ * key). When a receive matches, a receiver whose device has RDMA read reads
+ * the data straight into the receive buffer in rdma_chunk pieces and then
+ * sends FIN; one without RDMA read (EFA gen1) sends CTS and the sender pushes
+ * the data in DATA packets, which spend credits like any other packet, and
+ * completes once the device completed the last one (SRD is reliable). A
+ * receive shorter than the message takes what fits and completes with
+ * FI_ETRUNC; the sender completes normally.
+ *
+ * Matching order follows the sender's posting order because packets are
+ * handled in each sender's order (core.h).
+ */
+#ifndef XPUFAB_API_PROTO_MSG_H_
+#define XPUFAB_API_PROTO_MSG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+#include "api/proto/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A buffer and its registration. Rendezvous needs rkey at the sender (remote read) and lkey at the receiver. */
+struct proto_buf {
+  void *addr;
+  uint64_t len;
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+XPU_FUNC uint64_t proto_msg_kind_flag(int tagged) { return tagged ? FI_TAGGED : FI_MSG; }
+
+XPU_FUNC struct proto_match *proto_matcher(struct proto_ep *ep, int tagged) { return tagged ? &ep->tm : &ep->um; }
+
+/* ---- completing ------------------------------------------------------------------------------- */
+
+XPU_FUNC void proto_send_complete(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  if (!(o->mode & PROTO_OPM_SILENT)) {
+    struct proto_comp *c = proto_comp_push(ep);
+    c->op_context = o->context;
+    c->flags = o->flags;
+    c->len = o->total;
+    c->tag = o->tag;
+    c->err = o->err;
+    c->prov_errno = o->prov_errno;
+    c->src = o->peer;
+  }
+  proto_op_free(ep, i);
+}
+
+XPU_FUNC void proto_recv_complete(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  if (o->mode & PROTO_OPM_SILENT) {
+    proto_op_free(ep, i);
+    return;
+  }
+  struct proto_comp *c = proto_comp_push(ep);
+  c->op_context = o->context;
+  c->flags = o->flags;
+  c->len = o->total < o->len ? o->total : o->len;
+  c->buf = o->buf;
+  c->data = o->data;
+  c->tag = o->tag;
+  c->src = o->src;
+  c->err = o->err;
+  c->prov_errno = o->prov_errno;
+  if (o->mode & PROTO_OPM_DISCARD) {
+    c->len = 0;
+    c->buf = 0;
+  } else if (!c->err && o->total > o->len) {
+    c->err = FI_ETRUNC;
+    c->olen = o->total - o->len;
+  }
+  proto_op_free(ep, i);
+}
+
+/* ---- sending ------------------------------------------------------------------------------------ */
+
+/*
+ * Sends `b` to `peer`: tagged with `tag` when flags has FI_TAGGED, with
+ * remote CQ data `data` when it has FI_REMOTE_CQ_DATA. The completion
+ * (FI_SEND | FI_TAGGED or FI_MSG) carries `context`; FI_INJECT sends of
+ * eager size have none and their buffer is free on return. 0; -FI_EINVAL;
+ * -FI_EAGAIN (no transmit buffer or op free: progress and retry).
+ */
+XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_buf *b, uint64_t tag, uint64_t data,
+                        uint64_t flags, uint64_t context) {
+  if (!proto_peer_valid(ep, peer) || !b || (b->len && !b->addr)) return -FI_EINVAL;
+  const int tagged = (flags & FI_TAGGED) != 0;
+  const uint32_t eager = proto_eager_max(&ep->cfg, &ep->dev);
+  const int rndv = b->len > eager;
+  if (rndv && (flags & FI_INJECT)) return -FI_EMSGSIZE;
+  uint32_t op = PROTO_NONE;
+  if (!(flags & FI_INJECT)) {
+    op = proto_op_alloc(ep, PROTO_K_SEND);
+    if (op == PROTO_NONE) return -FI_EAGAIN;
+  }
+  const uint32_t t = proto_tx_alloc(ep, 0);
+  if (t == PROTO_NONE) {
+    if (op != PROTO_NONE) proto_op_free(ep, op);
+    return -FI_EAGAIN;
+  }
+  struct proto_hdr *h = proto_tx_prepare(ep, t, peer, rndv ? PROTO_OP_RTS : PROTO_OP_EAGER, rndv ? 0 : (uint32_t)b->len);
+  h->tag = tag;
+  h->data = data;
+  h->flags = (tagged ? PROTO_WF_TAGGED : 0u) | ((flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u);
+  h->u0 = b->len;
+  if (op != PROTO_NONE) {
+    struct proto_op *o = &ep->ops[op];
+    o->peer = peer;
+    o->context = context;
+    o->flags = FI_SEND | proto_msg_kind_flag(tagged);
+    o->tag = tag;
+    o->buf = (uint8_t *)b->addr;
+    o->len = b->len;
+    o->total = b->len;
+    o->lkey = b->lkey;
+    o->rkey = b->rkey;
+    o->state = rndv ? PROTO_S_RTS : PROTO_S_POSTED;
+    /* Even an RTS counts: its completion may come after the FIN and must find the op. */
+    ep->tx[t].op = op;
+    o->inflight = 1;
+  }
+  if (rndv) {
+    h->u1 = (uint64_t)proto_op_wire_id(ep, op) | ((uint64_t)b->rkey << 32);
+    h->u2 = (uint64_t)(uintptr_t)b->addr;
+  } else if (b->len) {
+    memcpy(h + 1, b->addr, b->len);
+  }
+  proto_tx_submit(ep, t);
+  return 0;
+}
+
+/* ---- receiving ------------------------------------------------------------------------------- */
+
+/* Starts the rendezvous of op i for the RTS `h` from `peer`. */
+XPU_FUNC void proto_rndv_start(struct proto_ep *ep, uint32_t i, uint32_t peer, const struct proto_hdr *h) {
+  struct proto_op *o = &ep->ops[i];
+  o->peer = peer;
+  o->total = h->u0;
+  o->remote_id = (uint32_t)h->u1;
+  o->remote_key = (uint32_t)(h->u1 >> 32);
+  o->remote_addr = h->u2;
+  o->cursor = 0;
+  o->done = 0;
+  const uint64_t want = o->total < o->len ? o->total : o->len;
+  if (want == 0) o->state = PROTO_S_FIN;
+  else if (ep->dev.caps & PROTO_DEV_RDMA_READ) o->state = PROTO_S_READ;
+  else o->state = PROTO_S_CTS;
+  proto_opq_push(ep, i);
+}
+
+/* Gives op i (a matched receive) the message in `h` / `payload`. */
+XPU_FUNC void proto_recv_deliver(struct proto_ep *ep, uint32_t i, uint32_t peer, const struct proto_hdr *h,
+                                 const uint8_t *payload) {
+  struct proto_op *o = &ep->ops[i];
+  o->src = peer;
+  o->tag = h->tag;
+  if (h->flags & PROTO_WF_CQ_DATA) {
+    o->data = h->data;
+    o->flags |= FI_REMOTE_CQ_DATA;
+  }
+  if (h->op == PROTO_OP_RTS) {
+    proto_rndv_start(ep, i, peer, h);
+    return;
+  }
+  o->total = h->len;
+  const uint64_t n = o->total < o->len ? o->total : o->len;
+  if (n) memcpy(o->buf, payload, n);
+  proto_recv_complete(ep, i);
+}
+
+XPU_FUNC uint32_t proto_unexp_alloc(struct proto_ep *ep) {
+  const uint32_t u = ep->unexp_free;
+  if (u != PROTO_NONE) {
+    ep->unexp_free = ep->unexp[u].next;
+    ep->unexp[u].claimed = 0;
+    ep->unexp[u].claim_ctx = 0;
+  }
+  return u;
+}
+
+XPU_FUNC void proto_unexp_release(struct proto_ep *ep, uint32_t u) {
+  ep->unexp[u].next = ep->unexp_free;
+  ep->unexp_free = u;
+}
+
+/* An EAGER or RTS packet: to the oldest matching receive, or kept as unexpected. */
+XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h, const uint8_t *payload) {
+  const int tagged = (h->flags & PROTO_WF_TAGGED) != 0;
+  struct proto_match *m = proto_matcher(ep, tagged);
+  const uint64_t tag = tagged ? h->tag : 0;
+  const uint32_t p = proto_match_find_posted(m, tag, peer);
+  if (p != PROTO_MATCH_NIL) {
+    struct proto_match_hit hit;
+    proto_match_remove(m, p, &hit);
+    proto_recv_deliver(ep, (uint32_t)hit.cookie, peer, h, payload);
+    return 0;
+  }
+  if (h->op == PROTO_OP_EAGER && h->len > proto_eager_max(&ep->cfg, &ep->dev)) return 0; /* not ours */
+  const uint32_t u = proto_unexp_alloc(ep);
+  if (u == PROTO_NONE) return -FI_EAGAIN;
+  struct proto_match_hit hit;
+  if (proto_match_arrive(m, tag, peer, u, &hit) != 0) {
+    proto_unexp_release(ep, u);
+    return -FI_EAGAIN;
+  }
+  ep->unexp[u].hdr = *h;
+  ep->unexp[u].peer = peer;
+  if (h->op == PROTO_OP_EAGER && h->len) memcpy(ep->unexp[u].payload, payload, h->len);
+  return 0;
+}
+
+/*
+ * Posts a receive into `b`. flags: FI_TAGGED (match `tag` under `ignore`,
+ * else untagged), and for tagged receives FI_PEEK, FI_CLAIM, FI_DISCARD with
+ * libfabric's meaning. `src` is a peer index or PROTO_ADDR_ANY. A receive
+ * that matches a message already here completes before this returns (seen at
+ * the next progress call). FI_PEEK finds nothing: an error completion with
+ * FI_ENOMSG. 0; -FI_EINVAL; -FI_EAGAIN (no op, match entry or completion
+ * slot free: progress and retry).
+ */
+XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, uint64_t tag, uint64_t ignore,
+                        uint64_t flags, uint64_t context) {
+  if (!ep || !b || (b->len && !b->addr)) return -FI_EINVAL;
+  if (src != PROTO_ADDR_ANY && !proto_peer_valid(ep, (uint32_t)src)) return -FI_EINVAL;
+  const int tagged = (flags & FI_TAGGED) != 0;
+  if (!tagged && (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))) return -FI_EINVAL;
+  if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM))) return -FI_EINVAL;
+  if (proto_comp_room(ep) < PROTO_COMP_HEADROOM) return -FI_EAGAIN;
+  struct proto_match *m = proto_matcher(ep, tagged);
+  if (!tagged) {
+    tag = 0;
+    ignore = 0;
+  }
+  struct proto_match_hit hit;
+  const uint64_t kind = FI_RECV | proto_msg_kind_flag(tagged);
+  if (flags & FI_PEEK) {
+    const int mode = (flags & FI_CLAIM) ? PROTO_MATCH_PEEK_CLAIM
+                     : (flags & FI_DISCARD) ? PROTO_MATCH_PEEK_DISCARD
+                                            : PROTO_MATCH_PEEK;
+    const int found = proto_match_peek(m, tag, ignore, src, mode, &hit);
+    if (found < 0) return found;
+    struct proto_comp *c = proto_comp_push(ep);
+    c->op_context = context;
+    c->flags = kind;
+    if (!found) {
+      c->err = FI_ENOMSG;
+      return 0;
+    }
+    struct proto_unexp *u = &ep->unexp[(uint32_t)hit.cookie];
+    c->len = u->hdr.u0;
+    c->tag = u->hdr.tag;
+    c->src = u->peer;
+    if (u->hdr.flags & PROTO_WF_CQ_DATA) {
+      c->data = u->hdr.data;
+      c->flags |= FI_REMOTE_CQ_DATA;
+    }
+    if (mode == PROTO_MATCH_PEEK_CLAIM) {
+      u->claimed = 1;
+      u->claim_ctx = context;
+    } else if (mode == PROTO_MATCH_PEEK_DISCARD) {
+      if (u->hdr.op == PROTO_OP_RTS) {
+        /* The sender waits for its FIN: a receive of nothing sends it. */
+        const uint32_t i = proto_op_alloc(ep, PROTO_K_RECV);
+        if (i != PROTO_NONE) {
+          ep->ops[i].mode = PROTO_OPM_SILENT;
+          ep->ops[i].len = 0;
+          proto_rndv_start(ep, i, u->peer, &u->hdr);
+        }
+      }
+      proto_unexp_release(ep, (uint32_t)hit.cookie);
+    }
+    return 0;
+  }
+  const uint32_t i = proto_op_alloc(ep, PROTO_K_RECV);
+  if (i == PROTO_NONE) return -FI_EAGAIN;
+  struct proto_op *o = &ep->ops[i];
+  o->context = context;
+  o->flags = kind;
+  o->tag = tag;
+  o->ignore = ignore;
+  o->buf = (uint8_t *)b->addr;
+  o->len = b->len;
+  o->lkey = b->lkey;
+  o->matcher = (uint32_t)tagged;
+  o->state = PROTO_S_POSTED;
+  if (flags & FI_CLAIM) {
+    uint32_t u = PROTO_NONE;
+    for (uint32_t k = 0; k < ep->cfg.max_unexp; ++k)
+      if (ep->unexp[k].claimed && ep->unexp[k].claim_ctx == context) u = k;
+    if (u == PROTO_NONE || proto_match_claim(m, u, &hit) != 0) {
+      proto_op_free(ep, i);
+      return -FI_ENOMSG;
+    }
+    struct proto_unexp *x = &ep->unexp[u];
+    if (flags & FI_DISCARD) {
+      o->len = 0;
+      o->mode = PROTO_OPM_DISCARD;
+    }
+    proto_recv_deliver(ep, i, x->peer, &x->hdr, x->payload);
+    proto_unexp_release(ep, u);
+    return 0;
+  }
+  const int rc = proto_match_post_recv(m, tag, ignore, src, i, &hit);
+  if (rc < 0) {
+    proto_op_free(ep, i);
+    return rc;
+  }
+  if (rc == 1) {
+    struct proto_unexp *x = &ep->unexp[(uint32_t)hit.cookie];
+    proto_recv_deliver(ep, i, x->peer, &x->hdr, x->payload);
+    proto_unexp_release(ep, (uint32_t)hit.cookie);
+  }
+  return 0;
+}
+
+/*
+ * fi_cancel: a receive posted with `context` and not matched yet completes
+ * with FI_ECANCELED. 0; -FI_ENOENT when there is none; -FI_EAGAIN when no
+ * completion slot is free.
+ */
+XPU_FUNC int proto_cancel(struct proto_ep *ep, uint64_t context) {
+  if (!ep) return -FI_EINVAL;
+  if (proto_comp_room(ep) < 1) return -FI_EAGAIN;
+  for (uint32_t i = 0; i < ep->cfg.max_ops; ++i) {
+    struct proto_op *o = &ep->ops[i];
+    if (o->kind != PROTO_K_RECV || o->state != PROTO_S_POSTED || o->context != context) continue;
+    struct proto_match_hit hit;
+    if (proto_match_cancel(proto_matcher(ep, (int)o->matcher), i, &hit) != 0) continue;
+    o->err = FI_ECANCELED;
+    o->total = 0;
+    proto_recv_complete(ep, i);
+    return 0;
+  }
+  return -FI_ENOENT;
+}
+
+/* ---- rendezvous progress ----------------------------------------------------------------------- */
+
+/* Sends a CTS or FIN for op i; -FI_EAGAIN when no buffer, credit or SQ slot is free. */
+XPU_FUNC int proto_rndv_reply(struct proto_ep *ep, uint32_t i, uint8_t op) {
+  struct proto_op *o = &ep->ops[i];
+  const uint32_t t = proto_tx_alloc(ep, 1);
+  if (t == PROTO_NONE) return -FI_EAGAIN;
+  struct proto_hdr *h = proto_tx_prepare(ep, t, o->peer, op, 0);
+  h->u0 = o->remote_id;
+  if (op == PROTO_OP_CTS) {
+    h->u1 = proto_op_wire_id(ep, i);
+    h->u2 = o->total < o->len ? o->total : o->len;
+  } else {
+    h->u1 = o->done;
+  }
+  if (proto_tx_emit(ep, t)) {
+    proto_tx_release(ep, t);
+    return -FI_EAGAIN;
+  }
+  return 0;
+}
+
+/* Issues what op i can issue now; -FI_EAGAIN to be run again later. */
+XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  switch (o->state) {
+    case PROTO_S_READ: {
+      const uint64_t want = o->total < o->len ? o->total : o->len;
+      uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
+      if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
+      while (o->cursor < want) {
+        const uint64_t n = want - o->cursor < chunk ? want - o->cursor : chunk;
+        struct efa_dp_wr wr;
+        memset(&wr, 0, sizeof(wr));
+        wr.op = EFA_DP_OP_RDMA_READ;
+        wr.ah = ep->peers[o->peer].ahn;
+        wr.dest_qpn = ep->peers[o->peer].qpn;
+        wr.qkey = ep->peers[o->peer].qkey;
+        wr.num_sge = 1;
+        wr.sge[0].addr = (uint64_t)(uintptr_t)(o->buf + o->cursor);
+        wr.sge[0].length = (uint32_t)n;
+        wr.sge[0].lkey = o->lkey;
+        wr.remote_addr = o->remote_addr + o->cursor;
+        wr.rkey = o->remote_key;
+        wr.context = PROTO_WRC(PROTO_WRC_READ, i);
+        if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
+        o->cursor += n;
+        o->inflight++;
+      }
+      return 0;
+    }
+    case PROTO_S_CTS:
+      if (proto_rndv_reply(ep, i, PROTO_OP_CTS)) return -FI_EAGAIN;
+      o->state = PROTO_S_RXPUSH;
+      return 0;
+    case PROTO_S_FIN:
+      if (proto_comp_room(ep) < 1 || proto_rndv_reply(ep, i, PROTO_OP_FIN)) return -FI_EAGAIN;
+      proto_recv_complete(ep, i);
+      return 0;
+    case PROTO_S_PUSH: {
+      while (o->cursor < o->total) {
+        const uint32_t t = proto_tx_alloc(ep, 0);
+        if (t == PROTO_NONE) return -FI_EAGAIN;
+        const uint64_t left = o->total - o->cursor;
+        const uint32_t n = left < ep->payload_max ? (uint32_t)left : ep->payload_max;
+        struct proto_hdr *h = proto_tx_prepare(ep, t, o->peer, PROTO_OP_DATA, n);
+        h->u0 = o->remote_id;
+        h->u1 = o->cursor;
+        memcpy(h + 1, o->buf + o->cursor, n);
+        ep->tx[t].op = i;
+        if (proto_tx_emit(ep, t)) {
+          proto_tx_release(ep, t);
+          return -FI_EAGAIN;
+        }
+        o->cursor += n;
+        o->inflight++;
+      }
+      return 0;
+    }
+    default:
+      return 0;
+  }
+}
+
+/* A WQE of op i completed with `status` (a SEND of its packet or one of its reads). */
+XPU_FUNC void proto_op_wqe_done(struct proto_ep *ep, uint32_t i, uint32_t status) {
+  struct proto_op *o = &ep->ops[i];
+  if (o->kind == PROTO_K_FREE) return;
+  if (o->inflight) o->inflight--;
+  if (status != EFA_IO_COMP_STATUS_OK && !o->err) {
+    o->err = efa_io_status_to_fi_errno(status);
+    o->prov_errno = (int32_t)status;
+  }
+  if (o->inflight) return;
+  if (o->kind == PROTO_K_SEND) {
+    /* POSTED: an eager packet, or a rendezvous whose FIN came first; RTS with an error: it never arrived. */
+    if (o->state == PROTO_S_POSTED || (o->state == PROTO_S_PUSH && o->cursor >= o->total) ||
+        (o->state == PROTO_S_RTS && o->err))
+      proto_send_complete(ep, i);
+  } else if (o->kind == PROTO_K_RECV && o->state == PROTO_S_READ) {
+    const uint64_t want = o->total < o->len ? o->total : o->len;
+    if (o->cursor < want) return;
+    o->done = want;
+    o->state = PROTO_S_FIN;
+    proto_opq_push(ep, i);
+  }
+}
+
+/* The rendezvous send op i is done at the receiver; it completes once its own WQEs have. */
+XPU_FUNC void proto_send_finish(struct proto_ep *ep, uint32_t i) {
+  if (ep->ops[i].inflight) ep->ops[i].state = PROTO_S_POSTED;
+  else proto_send_complete(ep, i);
+}
+
+/* CTS, DATA and FIN, and EAGER / RTS. */
+XPU_FUNC int proto_msg_handle(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h, const uint8_t *payload) {
+  switch (h->op) {
+    case PROTO_OP_EAGER:
+    case PROTO_OP_RTS:
+      return proto_msg_arrive(ep, peer, h, payload);
+    case PROTO_OP_CTS: {
+      const uint32_t i = proto_op_from_wire(ep, h->u0, PROTO_K_SEND);
+      if (i == PROTO_NONE || ep->ops[i].state != PROTO_S_RTS) return 0;
+      struct proto_op *o = &ep->ops[i];
+      o->remote_id = (uint32_t)h->u1;
+      if (h->u2 < o->total) o->total = h->u2;
+      o->state = PROTO_S_PUSH;
+      o->cursor = 0;
+      if (o->total == 0) {
+        proto_send_finish(ep, i);
+        return 0;
+      }
+      proto_opq_push(ep, i);
+      return 0;
+    }
+    case PROTO_OP_DATA: {
+      const uint32_t i = proto_op_from_wire(ep, h->u0, PROTO_K_RECV);
+      if (i == PROTO_NONE || ep->ops[i].state != PROTO_S_RXPUSH) return 0;
+      struct proto_op *o = &ep->ops[i];
+      const uint64_t want = o->total < o->len ? o->total : o->len;
+      if (h->u1 >= want) return 0;
+      const uint64_t n = want - h->u1 < h->len ? want - h->u1 : h->len;
+      memcpy(o->buf + h->u1, payload, n);
+      o->done += n;
+      if (o->done >= want) proto_recv_complete(ep, i);
+      return 0;
+    }
+    case PROTO_OP_FIN: {
+      const uint32_t i = proto_op_from_wire(ep, h->u0, PROTO_K_SEND);
+      if (i == PROTO_NONE || ep->ops[i].state != PROTO_S_RTS) return 0;
+      proto_send_finish(ep, i);
+      return 0;
+    }
+    default:
+      return 0;
+  }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XPUFAB_API_PROTO_MSG_H_ */
