@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "api/core/poll_set.h"
 #include "api/efa/casts.h"
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
@@ -49,8 +51,13 @@ int domain_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** ps) {
 }
 int domain_no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int domain_no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-int domain_no_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
-  return -FI_EOPNOTSUPP;
+// Only the protocol fabric executes atomics (at the target, in software).
+int domain_query_atomic(fid_domain* d, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                        uint64_t flags) {
+  EfaDomain* dom = to_domain(d);
+  if (!dom) return -FI_EINVAL;
+  if (!dom->proto) return -FI_EOPNOTSUPP;
+  return proto_query_atomic(dom, datatype, op, attr, flags);
 }
 int domain_no_coll(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) {
   return -FI_ENOSYS;
@@ -61,7 +68,7 @@ fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, fi_no_bind, fi_no_contro
 fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), av_open,         cq_open,
                               endpoint_open,         domain_no_sep,   cntr_open,
                               domain_poll_open,      domain_no_stx,   domain_no_srx,
-                              domain_no_atomic,      domain_no_coll,  endpoint2_open,
+                              domain_query_atomic,   domain_no_coll,  endpoint2_open,
                               xpu_ctx_open};
 fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
 
@@ -206,6 +213,9 @@ void EfaDomain::progress() {
   dev->progress(64);
   std::lock_guard<std::mutex> g(lock);
   for (EfaCq* cq : cqs) cq_drain(cq);
+  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
+  // of the domain's CQs or counters.
+  for (EfaEp* ep : proto_eps) proto_progress(ep);
 }
 
 }  // namespace xpufab::efa

@@ -121,6 +121,7 @@ struct EfaEp;
 struct EfaCq;
 struct EfaCntr;
 struct EfaXpuCtx;
+struct EfaMr;
 
 struct EfaFabric {
   fid_fabric fabric;
@@ -148,6 +149,8 @@ struct EfaDomain {
   std::mutex lock;
   std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
   std::vector<EfaCq*> cqs;    // host-polled CQs
+  std::vector<EfaEp*> proto_eps;  // enabled endpoints of a protocol domain (their progress)
+  std::vector<EfaMr*> mrs;        // a protocol domain's MRs (the targets' key tables)
   std::map<std::vector<uint8_t>, std::pair<backend::Ah*, int>> ahs;  // GID -> AH, users
 
   // Drives the device and drains every host-polled CQ into its staging list.
@@ -186,6 +189,7 @@ struct EfaMr {
   EfaDomain* dom = nullptr;
   backend::Mr* bmr = nullptr;
   uint64_t access = 0;
+  uint64_t addr = 0, len = 0;  // the registered range
 };
 
 // A host-side completion waiting for fi_cq_read (success or error, kept in arrival order), as
@@ -354,6 +358,7 @@ struct EfaEp {
   struct efa_xpu_av_entry* xav_host = nullptr;  // host address of xstate's AV mirror
   std::vector<backend::CompCntr*> attached;
   std::atomic<bool> failed{false};  // the device failed the QP (handle_failure)
+  struct ProtoState* proto = nullptr;  // a protocol-fabric endpoint's state (proto_ep.cc)
 
   bool is_xpu() const { return xctx != nullptr; }
 };
@@ -394,6 +399,9 @@ int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
 int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
 // fi_ep_export_xpu (api/efa/ep_export.cc); exporting again refreshes the device's copy of the AV.
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out);
+
+// Creates ep->qp from `qa` and brings it to RTS (qpn, qkey set); nothing is left on failure.
+int qp_create_rts(EfaEp* ep, const backend::QpInitAttr& qa);
 
 // Internal CQ of an EP that has no user CQ for a direction (the QP needs one).
 int cq_create_internal(EfaDomain* dom, EfaCq** cq_p);

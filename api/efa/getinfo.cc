@@ -9,6 +9,7 @@
 
 #include "api/core/info.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
@@ -133,34 +134,24 @@ fi_info* make_dgram_info(const backend::DeviceAttr& a) {
   return i;
 }
 
-// What the protocol fabric's endpoints accept per operation (the core's pool entries hold this
-// many segments).
-constexpr size_t kProtoIovLimit = 4;
-
-// FI_INJECT on the protocol fabric copies into one of the core's bounce buffers, which carry an
-// eager message's payload behind its header.
-size_t proto_inject_size(const backend::DeviceAttr& a) { return a.inline_buf_size; }
-
 // The protocol fabric's RDM offer (fabric "efa", domain "<device>-rdm", as upstream names them):
 // tagged messages and atomics in software over the same SRD QPs, messages up to
-// kProtoMaxMsgSize whatever the MTU, completions in FI_CQ_FORMAT_TAGGED. RMA stays what the
-// device does in hardware.
+// kProtoMaxMsgSize whatever the MTU, completions in FI_CQ_FORMAT_TAGGED. No FI_RMA: the core
+// owns the QP's send queue and has no request kind for the application's own RDMA yet.
 fi_info* make_proto_info(const backend::DeviceAttr& a) {
   fi_info* i = make_info(a);
   if (!i) return nullptr;
-  const bool rd = a.device_caps & backend::kCapRdmaRead;
-  const bool wr = a.device_caps & backend::kCapRdmaWrite;
-  uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
-                  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM |
-                  FI_REMOTE_COMM;
-  if (rd || wr) caps |= FI_RMA;
+  const uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+                        FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
+                        FI_LOCAL_COMM | FI_REMOTE_COMM;
   i->caps = caps;
   i->mode = 0;
-  i->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_SEND | FI_READ | FI_WRITE);
+  i->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE);
   i->tx_attr->mode = 0;
   i->tx_attr->inject_size = proto_inject_size(a);
   i->tx_attr->iov_limit = kProtoIovLimit;
-  i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_RECV | FI_REMOTE_READ |
+  i->tx_attr->rma_iov_limit = 1;
+  i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
                              FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE);
   // Receives are the provider's own bounce buffers: a write with immediate data never consumes
   // one of the application's.

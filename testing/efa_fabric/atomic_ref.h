@@ -1,13 +1,14 @@
 // The tests' own statement of libfabric's atomic operations, written from fi_atomic(3): which
-// op x datatype combinations each kind of call takes (every integer width up to 16 bytes and
-// float/double; no complex, long double or narrow floats), and what one element of each does to
-// the target. The provider's answers and results are compared against this.
+// op x datatype combinations each kind of call takes (every integer width up to 16 bytes,
+// float/double and their complex types; no long double or narrow floats), and what one element
+// of each does to the target. The provider's answers and results are compared against this.
 #ifndef XPUFAB_TESTING_EFA_FABRIC_ATOMIC_REF_H_
 #define XPUFAB_TESTING_EFA_FABRIC_ATOMIC_REF_H_
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_domain.h>
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,8 +26,8 @@ inline size_t datatype_size(int dt) {
     case FI_INT8: case FI_UINT8: return 1;
     case FI_INT16: case FI_UINT16: return 2;
     case FI_INT32: case FI_UINT32: case FI_FLOAT: return 4;
-    case FI_INT64: case FI_UINT64: case FI_DOUBLE: return 8;
-    case FI_INT128: case FI_UINT128: return 16;
+    case FI_INT64: case FI_UINT64: case FI_DOUBLE: case FI_FLOAT_COMPLEX: return 8;
+    case FI_INT128: case FI_UINT128: case FI_DOUBLE_COMPLEX: return 16;
     default: return 0;
   }
 }
@@ -35,11 +36,15 @@ inline bool is_integer(int dt) {
   return (dt >= FI_INT8 && dt <= FI_UINT64) || dt == FI_INT128 || dt == FI_UINT128;
 }
 inline bool is_real(int dt) { return dt == FI_FLOAT || dt == FI_DOUBLE; }
+inline bool is_complex(int dt) { return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX; }
 
 inline bool expected_valid(AtomicKind k, int op, int dt) {
-  if (!is_integer(dt) && !is_real(dt)) return false;
+  if (!is_integer(dt) && !is_real(dt) && !is_complex(dt)) return false;
   const bool bitwise = op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP;
   if (bitwise && !is_integer(dt)) return false;
+  // Complex values have no order.
+  const bool ordered = op == FI_MIN || op == FI_MAX || (op >= FI_CSWAP_LE && op <= FI_CSWAP_GT);
+  if (ordered && is_complex(dt)) return false;
   switch (k) {
     case AtomicKind::kWrite:
       return op <= FI_BXOR || op == FI_ATOMIC_WRITE;
@@ -126,6 +131,22 @@ void apply_t(int op, T* t, T o, T c) {
 }
 
 template <typename T>
+void apply_complex(int op, std::complex<T>* t, std::complex<T> o, std::complex<T> c) {
+  const std::complex<T> v = *t, zero(0, 0), one(1, 0);
+  switch (op) {
+    case FI_SUM: *t = v + o; break;
+    case FI_PROD: *t = v * o; break;
+    case FI_LOR: *t = ((v != zero) || (o != zero)) ? one : zero; break;
+    case FI_LAND: *t = ((v != zero) && (o != zero)) ? one : zero; break;
+    case FI_LXOR: *t = ((v != zero) != (o != zero)) ? one : zero; break;
+    case FI_ATOMIC_WRITE: *t = o; break;
+    case FI_CSWAP: if (c == v) *t = o; break;
+    case FI_CSWAP_NE: if (c != v) *t = o; break;
+    default: break;
+  }
+}
+
+template <typename T>
 void apply_elem(int op, void* target, const void* operand, const void* compare) {
   T t, o, c{};
   memcpy(&t, target, sizeof(T));
@@ -136,9 +157,26 @@ void apply_elem(int op, void* target, const void* operand, const void* compare) 
 }
 
 template <typename T>
+void apply_complex_elem(int op, void* target, const void* operand, const void* compare) {
+  std::complex<T> t, o, c;
+  memcpy(&t, target, sizeof(t));
+  memcpy(&o, operand, sizeof(o));
+  if (compare) memcpy(&c, compare, sizeof(c));
+  apply_complex<T>(op, &t, o, c);
+  memcpy(target, &t, sizeof(t));
+}
+
+template <typename T>
 void set_elem(void* p, int64_t v) {
   const T t = static_cast<T>(v);
   memcpy(p, &t, sizeof(T));
+}
+
+// A complex element: v in the real part, 1 - v in the imaginary one.
+template <typename T>
+void set_complex(void* p, int64_t v) {
+  const std::complex<T> t(static_cast<T>(v), static_cast<T>(1 - v));
+  memcpy(p, &t, sizeof(t));
 }
 
 }  // namespace ref_internal
@@ -159,6 +197,8 @@ inline void apply_atomic(int op, int dt, void* target, const void* operand, cons
     case FI_DOUBLE: apply_elem<double>(op, target, operand, compare); break;
     case FI_INT128: apply_elem<__int128>(op, target, operand, compare); break;
     case FI_UINT128: apply_elem<unsigned __int128>(op, target, operand, compare); break;
+    case FI_FLOAT_COMPLEX: apply_complex_elem<float>(op, target, operand, compare); break;
+    case FI_DOUBLE_COMPLEX: apply_complex_elem<double>(op, target, operand, compare); break;
     default: break;
   }
 }
@@ -179,6 +219,8 @@ inline void set_element(int dt, void* p, int64_t v) {
     case FI_DOUBLE: set_elem<double>(p, v); break;
     case FI_INT128: set_elem<__int128>(p, v); break;
     case FI_UINT128: set_elem<unsigned __int128>(p, v); break;
+    case FI_FLOAT_COMPLEX: set_complex<float>(p, v); break;
+    case FI_DOUBLE_COMPLEX: set_complex<double>(p, v); break;
     default: break;
   }
 }

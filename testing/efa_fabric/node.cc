@@ -26,7 +26,7 @@ Remote decode(const std::string& blob) {
 
 fi_info* protocol_hints() {
   fi_info* h = fi_allocinfo();
-  h->caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA;
+  h->caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_DIRECTED_RECV;
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->fabric_attr->prov_name = strdup("efa");

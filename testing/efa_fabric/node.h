@@ -31,7 +31,8 @@ struct Remote {
 std::string encode(const Remote& r);
 Remote decode(const std::string& blob);
 
-// The hints of an application of the protocol fabric: tagged messages, atomics, RMA.
+// The hints of an application of the protocol fabric: messages, tagged ones with receives that
+// name their source, atomics.
 fi_info* protocol_hints();
 
 class Node {

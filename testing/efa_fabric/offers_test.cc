@@ -54,7 +54,7 @@ class Offers : public ::testing::Test {
 
 TEST_F(Offers, TaggedOrAtomicHintsSelectTheProtocolFabric) {
   for (uint64_t caps : {uint64_t{FI_TAGGED}, uint64_t{FI_ATOMIC}, uint64_t{FI_MSG | FI_TAGGED},
-                        uint64_t{FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA}}) {
+                        uint64_t{FI_MSG | FI_TAGGED | FI_ATOMIC | FI_DIRECTED_RECV}}) {
     ASSERT_EQ(get(hints(caps)), 0) << caps;
     for (fi_info* i = got_; i; i = i->next) {
       EXPECT_TRUE(is_protocol(i)) << i->fabric_attr->name << " " << i->domain_attr->name;
@@ -64,7 +64,7 @@ TEST_F(Offers, TaggedOrAtomicHintsSelectTheProtocolFabric) {
 }
 
 TEST_F(Offers, TheOfferStatesWhatTheProtocolGives) {
-  ASSERT_EQ(get(hints(FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA)), 0);
+  ASSERT_EQ(get(hints(FI_MSG | FI_TAGGED | FI_ATOMIC)), 0);
   const fi_info* i = got_;
   EXPECT_EQ(i->ep_attr->protocol, static_cast<uint32_t>(FI_PROTO_EFA));
   EXPECT_GE(i->ep_attr->max_msg_size, size_t{1} << 30);
@@ -98,11 +98,14 @@ TEST_F(Offers, MessagesBeyondTheMtuSelectTheProtocolFabric) {
 }
 
 TEST_F(Offers, PlainAndXpuHintsKeepEfaDirectFirst) {
-  ASSERT_EQ(get(hints(FI_MSG | FI_RMA)), 0);
+  ASSERT_EQ(get(hints(FI_MSG)), 0);
   EXPECT_STREQ(got_->fabric_attr->name, "efa-direct");
   bool protocol_too = false;
   for (fi_info* i = got_; i; i = i->next) protocol_too |= is_protocol(i);
   EXPECT_TRUE(protocol_too);
+  // RMA is efa-direct's alone.
+  ASSERT_EQ(get(hints(FI_MSG | FI_RMA)), 0);
+  for (fi_info* i = got_; i; i = i->next) EXPECT_STREQ(i->fabric_attr->name, "efa-direct");
   ASSERT_EQ(get(hints(FI_MSG | FI_RMA | FI_XPU)), 0);
   EXPECT_STREQ(got_->fabric_attr->name, "efa-direct");
   EXPECT_TRUE(got_->caps & FI_XPU);
