@@ -356,8 +356,27 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
 
 ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
-  (void)a;
-  return -FI_ENOSYS;
+  if (!(ep->caps & FI_ATOMIC)) return -FI_EOPNOTSUPP;
+  ProtoState* ps = ep->proto;
+  const bool inject = a.flags & FI_INJECT;
+  const auto ctx = reinterpret_cast<uintptr_t>(a.context);
+  int rc;
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    sync_peers(ep, ps);
+    const uint32_t peer = peer_of(ps, a.dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
+    const uint32_t key = static_cast<uint32_t>(a.key);
+    if (key != a.key) return -FI_EINVAL;
+    rc = ::proto_atomic(&ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare, a.count,
+                        a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
+    if (rc == 0 && !inject && !reports(ep, true, a.flags)) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  if (rc) return rc;
+  ep->dom->dev->progress(16);
+  return 0;
 }
 
 ssize_t proto_rma(EfaEp* ep, bool, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,

@@ -147,7 +147,9 @@ TEST_P(Tagged, UnexpectedMessagesPeekClaimDiscard) {
     };
     // Peek until the rendezvous-sized message is there: then all five have arrived or are
     // arriving, and none has a receive.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
+      GROUP_CHECK(std::chrono::steady_clock::now() < deadline);
       GROUP_CHECK(peek(14, FI_PEEK, &pctx) == 0);
       fi_cq_tagged_entry e{};
       fi_cq_err_entry err{};
@@ -160,6 +162,7 @@ TEST_P(Tagged, UnexpectedMessagesPeekClaimDiscard) {
     }
     for (uint32_t t = 10; t <= 13; ++t) {  // the eager ones can still be in flight
       for (;;) {
+        GROUP_CHECK(std::chrono::steady_clock::now() < deadline);
         GROUP_CHECK(peek(t, FI_PEEK, &pctx) == 0);
         fi_cq_tagged_entry e{};
         fi_cq_err_entry err{};
