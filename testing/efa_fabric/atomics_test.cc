@@ -104,7 +104,8 @@ TEST_P(Atomics, EveryOpAndDatatypeAgainstTheReference) {
     if (m.rank() == 0) {
       for (size_t c = 0; c < combos.size(); ++c)
         for (size_t i = 0; i < kElems; ++i)
-          set_element(combos[c].dt, n.at(c * kSlot + i * 16), initial_value(c, i));
+          set_element(combos[c].dt, n.at(c * kSlot + i * datatype_size(combos[c].dt)),
+                      initial_value(c, i));
       m.barrier();
       m.barrier();
       // The target's memory after every combination ran once, against the reference.
