@@ -44,6 +44,9 @@ constexpr uint32_t kCredits = 32;
 constexpr uint32_t kMaxOps = 1024;
 constexpr uint32_t kTxBuffers = 256;
 constexpr int kProgressBatch = 64;
+// Bytes per rendezvous read: several reads in flight keep a large message moving while one of
+// them is retransmitted.
+constexpr uint32_t kRdmaChunk = 256u << 10;
 
 uint32_t round_pow2(uint32_t v) {
   uint32_t p = 2;
@@ -58,6 +61,7 @@ void fill_config(proto_config* c) {
   c->max_ops = kMaxOps;
   c->ntx = kTxBuffers;
   c->ncomp = round_pow2(kMaxOps);
+  c->rdma_chunk = kRdmaChunk;
 }
 
 // Peers for the AV entries added since the last call (lock held). An entry that does not fit

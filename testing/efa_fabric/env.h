@@ -31,6 +31,10 @@ inline void use_wire(Wire w, const std::string& test) {
   setenv("FI_EFA_EMU_UDP_ADDR", "127.0.0.1", 1);
   const std::string key = "efa-fabric-" + test + "-" + wire_name(w) + "-" + std::to_string(getpid());
   setenv("FI_EFA_EMU_FABRIC_KEY", key.c_str(), 1);
+  // A 4 MiB rendezvous is a burst of RDMA read responses; over UDP on a loaded machine the
+  // socket drops part of it and the retransmissions take longer than the device's default
+  // patience with a silent peer.
+  setenv("FI_EFA_EMU_TIMEOUT_MS", "30000", 1);
   if (w == Wire::kShmFaults)
     setenv("FI_EFA_EMU_FAULTS", "seed=1;drop=0.1;reorder=0.2", 1);
   else

@@ -18,12 +18,15 @@ struct Peers {
   std::vector<Remote> remote;   // by rank
 };
 
+// Ends with a barrier: a packet that reaches a device before its AV holds the sender (so before
+// an address handle for the sender exists) arrives from an unknown source and is dropped.
 inline Peers connect(Member& m, Node& n) {
   Peers p;
   for (const std::string& b : m.allgather(encode(n.self()))) {
     p.remote.push_back(decode(b));
     p.addr.push_back(n.insert(p.remote.back()));
   }
+  m.barrier();
   return p;
 }
 
