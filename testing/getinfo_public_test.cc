@@ -249,12 +249,14 @@ TEST_P(Getinfo, StatedSizeLimitsHoldOnTheDataPath) {
   inj.push_back(3);
   EXPECT_EQ(fi_inject(ea, inj.data(), inj.size(), b), -FI_EMSGSIZE);
 
-  // Hints asking for more than a SEND carries find nothing when only messaging is asked for.
-  EXPECT_EQ(get([&](fi_info* h) {
+  // Hints asking for more than a SEND carries, with only messaging, find the protocol fabric
+  // (messages of any length), not efa-direct.
+  ASSERT_EQ(get([&](fi_info* h) {
               h->caps = FI_MSG;
               h->ep_attr->max_msg_size = max_msg + 1;
             }),
-            -FI_ENODATA);
+            0);
+  for (fi_info* i = got_; i; i = i->next) EXPECT_STREQ(i->fabric_attr->name, "efa");
   ASSERT_EQ(get(nullptr), 0);  // FI_MSG | FI_RMA
   vlen = sizeof(v);
   ASSERT_EQ(fi_getopt(&ea->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_RMA_SIZE, &v, &vlen), 0);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -106,6 +107,14 @@ void watch_cq(EfaCq* cq, bool on) {
     EFA_INFO(kCq, "epoll_ctl(%d): %d", on ? 1 : 0, errno);
 }
 
+// One application entry; the tagged format carries the protocol's tag, which the data path's
+// translation (a CQE has no tag) leaves 0.
+void write_entry(const EfaCq* cq, const Completion& c, uint8_t* out) {
+  efa_comp_write_entry(cq->format, &c.c, out);
+  if (cq->format == FI_CQ_FORMAT_TAGGED)
+    memcpy(out + offsetof(fi_cq_tagged_entry, tag), &c.tag, sizeof(c.tag));
+}
+
 // fi_cq_read* on an XPU CQ: device code owns its ring.
 bool refuse_host(EfaCq* cq) { return cq->is_xpu(); }
 
@@ -120,7 +129,7 @@ ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
   size_t n = 0;
   auto* out = static_cast<uint8_t*>(buf);
   while (n < count && !cq->staged.empty() && !cq->staged.front().error()) {
-    efa_comp_write_entry(cq->format, &cq->staged.front().c, out + n * cq->entry_size);
+    write_entry(cq, cq->staged.front(), out + n * cq->entry_size);
     if (src) src[n] = cq->staged.front().src;
     cq->staged.pop_front();
     n++;
@@ -146,6 +155,8 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
   if (cq->staged.empty() || !cq->staged.front().error()) return -FI_EAGAIN;
   // err_data is provider memory: the caller's err_data stays, err_data_size becomes 0.
   efa_comp_write_err(&cq->staged.front().c, buf);
+  buf->tag = cq->staged.front().tag;
+  buf->olen = cq->staged.front().olen;
   cq->staged.pop_front();
   return 1;
 }
@@ -349,7 +360,8 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
   fid_xpu_ctx* xctx = attr_xpu_ctx(dom, attr);
   if ((attr->flags & FI_XPU) && !xctx) return -FI_EINVAL;
   fi_cq_format fmt = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
-  if (fmt == FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;
+  // Only the protocol fabric has tags to report.
+  if (fmt == FI_CQ_FORMAT_TAGGED && !dom->proto) return -FI_ENOSYS;
   if (!efa_comp_entry_size(fmt)) return -FI_EINVAL;
   fi_wait_obj w = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
   if (w != FI_WAIT_NONE && w != FI_WAIT_FD && w != FI_WAIT_SET) return -FI_ENOSYS;

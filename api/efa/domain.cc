@@ -5,15 +5,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "api/core/poll_set.h"
 #include "api/efa/casts.h"
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
 namespace {
+
+// Removes `suffix` from the end of *name; true when it was there (and something precedes it).
+bool strip_suffix(std::string* name, const std::string& suffix) {
+  if (name->size() <= suffix.size() ||
+      name->compare(name->size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  name->resize(name->size() - suffix.size());
+  return true;
+}
 
 int domain_close(fid* f) {
   EfaDomain* dom = to_domain(f);
@@ -40,8 +51,13 @@ int domain_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** ps) {
 }
 int domain_no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int domain_no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-int domain_no_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
-  return -FI_EOPNOTSUPP;
+// Only the protocol fabric executes atomics (at the target, in software).
+int domain_query_atomic(fid_domain* d, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                        uint64_t flags) {
+  EfaDomain* dom = to_domain(d);
+  if (!dom) return -FI_EINVAL;
+  if (!dom->proto) return -FI_EOPNOTSUPP;
+  return proto_query_atomic(dom, datatype, op, attr, flags);
 }
 int domain_no_coll(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) {
   return -FI_ENOSYS;
@@ -52,7 +68,7 @@ fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, fi_no_bind, fi_no_contro
 fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), av_open,         cq_open,
                               endpoint_open,         domain_no_sep,   cntr_open,
                               domain_poll_open,      domain_no_stx,   domain_no_srx,
-                              domain_no_atomic,      domain_no_coll,  endpoint2_open,
+                              domain_query_atomic,   domain_no_coll,  endpoint2_open,
                               xpu_ctx_open};
 fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
 
@@ -67,19 +83,21 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   std::vector<backend::DeviceInfo> devs;
   int rc = select_backend(&be, &devs);
   if (rc) return -FI_ENODEV;
-  // "<device>-dgrm" names the device's DGRAM domain.
+  // "<device>-dgrm" names the device's DGRAM domain, "<device>-rdm" its protocol domain, the
+  // device's own name the efa-direct one.
   std::string dev_name = info->domain_attr->name;
-  const std::string suffix = kDgramDomainSuffix;
-  const bool dgram = dev_name.size() > suffix.size() &&
-                     dev_name.compare(dev_name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  if (dgram) dev_name.resize(dev_name.size() - suffix.size());
+  const bool dgram = strip_suffix(&dev_name, kDgramDomainSuffix);
+  const bool proto = !dgram && strip_suffix(&dev_name, kRdmDomainSuffix);
   bool found = false;
   for (const auto& d : devs) found |= d.name == dev_name;
   if (!found) return -FI_ENODEV;
-  if (dgram && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  if ((dgram || proto) && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  // The thin fabric's domains carry neither tags nor atomics.
+  if (!proto && (info->caps & (FI_TAGGED | FI_ATOMIC))) return -FI_EOPNOTSUPP;
   auto* dom = new (std::nothrow) EfaDomain();
   if (!dom) return -FI_ENOMEM;
   dom->dgram = dgram;
+  dom->proto = proto;
   rc = acquire_device(be, dev_name, &dom->sdev);
   if (rc) {
     delete dom;
@@ -195,6 +213,9 @@ void EfaDomain::progress() {
   dev->progress(64);
   std::lock_guard<std::mutex> g(lock);
   for (EfaCq* cq : cqs) cq_drain(cq);
+  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
+  // of the domain's CQs or counters.
+  for (EfaEp* ep : proto_eps) proto_progress(ep);
 }
 
 }  // namespace xpufab::efa

@@ -47,6 +47,13 @@ inline constexpr const char* kFabricName = "efa-direct";
 // FI_EP_DGRAM endpoints (UD QPs) live in their own fabric and domains, named as upstream's.
 inline constexpr const char* kDgramFabricName = "efa";
 inline constexpr const char* kDgramDomainSuffix = "-dgrm";
+// The protocol fabric (api/proto/): RDM endpoints with tagged messages, atomics and messages far
+// beyond the MTU, built in software over SRD. Upstream's efa provider calls it "efa" too, with
+// domains "<device>-rdm", beside the DGRAM domains of the same fabric.
+inline constexpr const char* kProtoFabricName = "efa";
+inline constexpr const char* kRdmDomainSuffix = "-rdm";
+// The largest message the protocol fabric carries (fi_getinfo's max_msg_size).
+inline constexpr size_t kProtoMaxMsgSize = size_t{1} << 30;
 inline constexpr uint32_t kProvVersion = FI_VERSION(2, 7);
 
 #define EFA_WARN(subsys, ...) XPUFAB_WARN("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
@@ -114,6 +121,7 @@ struct EfaEp;
 struct EfaCq;
 struct EfaCntr;
 struct EfaXpuCtx;
+struct EfaMr;
 
 struct EfaFabric {
   fid_fabric fabric;
@@ -132,6 +140,7 @@ struct EfaDomain {
   int mr_mode = 0;
   bool xpu = false;  // opened with FI_XPU
   bool dgram = false;  // a "<device>-dgrm" domain: FI_EP_DGRAM endpoints only
+  bool proto = false;  // a "<device>-rdm" domain of the protocol fabric
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
   // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A
@@ -140,6 +149,8 @@ struct EfaDomain {
   std::mutex lock;
   std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
   std::vector<EfaCq*> cqs;    // host-polled CQs
+  std::vector<EfaEp*> proto_eps;  // enabled endpoints of a protocol domain (their progress)
+  std::vector<EfaMr*> mrs;        // a protocol domain's MRs (the targets' key tables)
   std::map<std::vector<uint8_t>, std::pair<backend::Ah*, int>> ahs;  // GID -> AH, users
 
   // Drives the device and drains every host-polled CQ into its staging list.
@@ -178,13 +189,18 @@ struct EfaMr {
   EfaDomain* dom = nullptr;
   backend::Mr* bmr = nullptr;
   uint64_t access = 0;
+  uint64_t addr = 0, len = 0;  // the registered range
 };
 
 // A host-side completion waiting for fi_cq_read (success or error, kept in arrival order), as
 // device/efa_completion.h translates a CQE for host and device code alike.
+// The protocol fabric's completions add a tag and, for a truncated receive, the bytes that did
+// not fit (olen).
 struct Completion {
   efa_comp c{};
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  uint64_t tag = 0;
+  uint64_t olen = 0;
   bool error() const { return c.err != 0; }
 };
 
@@ -342,6 +358,7 @@ struct EfaEp {
   struct efa_xpu_av_entry* xav_host = nullptr;  // host address of xstate's AV mirror
   std::vector<backend::CompCntr*> attached;
   std::atomic<bool> failed{false};  // the device failed the QP (handle_failure)
+  struct ProtoState* proto = nullptr;  // a protocol-fabric endpoint's state (proto_ep.cc)
 
   bool is_xpu() const { return xctx != nullptr; }
 };
@@ -382,6 +399,9 @@ int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
 int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
 // fi_ep_export_xpu (api/efa/ep_export.cc); exporting again refreshes the device's copy of the AV.
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out);
+
+// Creates ep->qp from `qa` and brings it to RTS (qpn, qkey set); nothing is left on failure.
+int qp_create_rts(EfaEp* ep, const backend::QpInitAttr& qa);
 
 // Internal CQ of an EP that has no user CQ for a direction (the QP needs one).
 int cq_create_internal(EfaDomain* dom, EfaCq** cq_p);

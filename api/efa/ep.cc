@@ -8,6 +8,7 @@
 #include "api/core/no_ops.h"
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 #include "device/efa_io_status.h"
 #include "device/efa_wr.h"
 #include "device/xpu_prims.h"
@@ -125,6 +126,17 @@ int ep_enable(EfaEp* ep) {
     if (rc == 0 && !ep->rx_cq) rc = cq_create_internal(dom, &ep->rx_cq);
     if (rc) return rc;
   }
+  if (ep->dom->proto) {
+    // The protocol core owns the QP, its own CQ and its receive buffers.
+    int rc = proto_ep_enable(ep);
+    if (rc) return rc;
+    {
+      std::lock_guard<std::mutex> g(dom->sdev->ep_lock);
+      dom->sdev->eps[ep->qp] = ep;
+    }
+    ep->enabled = true;
+    return 0;
+  }
   backend::QpInitAttr qa;
   qa.type = ep->dgram ? backend::QpType::kUd : backend::QpType::kSrd;
   qa.pd = dom->pd;
@@ -136,34 +148,8 @@ int ep_enable(EfaEp* ep) {
   qa.max_recv_sge = dom->attr.max_rq_sge;
   if (!ep->dgram && (dom->attr.device_caps & backend::kCapUnsolicitedWriteRecv))
     qa.flags |= backend::kQpUnsolicitedWriteRecv;
-  int rc = dom->dev->create_qp(qa, &ep->qp);
-  if (rc) {
-    EFA_WARN(kEpCtrl, "create_qp(%u, %u): %d", qa.max_send_wr, qa.max_recv_wr, rc);
-    return to_fi_err(rc);
-  }
-  backend::QpAttr at;
-  at.state = backend::QpState::kInit;
-  at.pkey_index = 0;
-  at.port = 1;
-  at.qkey = (static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ep) >> 4) ^ 0x5a5a1234u) & 0x7fffffffu;
-  rc = ep->qp->modify(at, backend::kQpAttrState | backend::kQpAttrPkeyIndex | backend::kQpAttrPort |
-                              backend::kQpAttrQkey);
-  if (rc == 0) {
-    at.state = backend::QpState::kRtr;
-    rc = ep->qp->modify(at, backend::kQpAttrState);
-  }
-  if (rc == 0) {
-    at.state = backend::QpState::kRts;
-    at.sq_psn = 0;
-    at.rnr_retry = 7;
-    uint32_t mask = backend::kQpAttrState | backend::kQpAttrSqPsn;
-    // A UD QP has no RNR retry: a datagram nobody waits for is dropped.
-    if (!ep->dgram && (dom->attr.device_caps & backend::kCapRnrRetry))
-      mask |= backend::kQpAttrRnrRetry;
-    rc = ep->qp->modify(at, mask);
-  }
-  uint8_t gid[16];
-  if (rc == 0) rc = dom->dev->local_address(ep->qp, gid, &ep->qpn, &ep->qkey);
+  int rc = qp_create_rts(ep, qa);
+  if (rc) return rc;
   backend::WqAttr sq{}, rq{};
   if (rc == 0) rc = ep->qp->query_wqs(&sq, &rq);
   if (rc == 0 && !ep->is_xpu()) {
@@ -248,6 +234,13 @@ int ep_close(fid* f) {
   EfaEp* ep = to_ep(f);
   if (!ep) return -FI_EINVAL;
   EfaDomain* dom = ep->dom;
+  if (ep->proto) {
+    {
+      std::lock_guard<std::mutex> g(dom->sdev->ep_lock);
+      dom->sdev->eps.erase(ep->qp);
+    }
+    proto_ep_close(ep);  // destroys the QP
+  }
   if (ep->qp) {
     {
       // From here on a failure report for this QP finds no EP.
@@ -311,8 +304,10 @@ int ep_close(fid* f) {
 // the NIC once written to its queue and EFA cannot take it back, so no operation is ever found:
 // -FI_ENOENT (also for a NULL context, which names no operation).
 ssize_t ep_cancel(fid_t f, void* context) {
-  if (!f || f->fclass != FI_CLASS_EP) return -FI_EINVAL;
-  (void)context;
+  EfaEp* ep = to_ep(f);
+  if (!ep) return -FI_EINVAL;
+  // The protocol fabric's receives wait in the core's lists until matched: those it can take back.
+  if (ep->proto) return proto_cancel(ep, context);
   return -FI_ENOENT;
 }
 
@@ -323,9 +318,11 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   size_t v;
   switch (optname) {
-    case FI_OPT_MAX_MSG_SIZE: v = ep->dom->attr.mtu; break;
+    case FI_OPT_MAX_MSG_SIZE: v = ep->dom->proto ? kProtoMaxMsgSize : ep->dom->attr.mtu; break;
     case FI_OPT_MAX_RMA_SIZE: v = ep->dgram ? 0 : ep->dom->attr.max_rdma_size; break;
-    case FI_OPT_INJECT_MSG_SIZE: v = ep->dom->attr.inline_buf_size; break;
+    case FI_OPT_INJECT_MSG_SIZE:
+      v = ep->dom->proto ? proto_inject_size(ep->dom->attr) : ep->dom->attr.inline_buf_size;
+      break;
     case FI_OPT_INJECT_RMA_SIZE: v = 0; break;
     case FI_OPT_TX_SIZE: v = ep->tx_size; break;
     case FI_OPT_RX_SIZE: v = ep->rx_size; break;
@@ -373,6 +370,7 @@ ssize_t ep_rx_size_left(fid_ep* e) {
   if (!ep) return -FI_EINVAL;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;
+  if (ep->proto) return proto_ops_left(ep);
   // A lower bound (fi_endpoint(3)): the ring counts descriptors, a receive takes up to max_rq_sge.
   const uint32_t per_recv = ep->dom->attr.max_rq_sge ? ep->dom->attr.max_rq_sge : 1;
   return (ep->rq.ring.num_entries - efa_dp_ring_inflight(&ep->rq.ring)) / per_recv;
@@ -383,6 +381,7 @@ ssize_t ep_tx_size_left(fid_ep* e) {
   if (!ep) return -FI_EINVAL;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;
+  if (ep->proto) return proto_ops_left(ep);
   return ep->sq.ring.num_entries - efa_dp_ring_inflight(&ep->sq.ring);
 }
 
@@ -724,7 +723,7 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   // A DGRAM domain makes DGRAM endpoints (UD QPs), any other RDM ones (SRD QPs).
   const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
   if (type != FI_EP_UNSPEC && type != (dom->dgram ? FI_EP_DGRAM : FI_EP_RDM)) return -FI_EINVAL;
-  if (dom->dgram && (flags & FI_XPU)) return -FI_EOPNOTSUPP;
+  if ((dom->dgram || dom->proto) && (flags & FI_XPU)) return -FI_EOPNOTSUPP;
   fid_xpu_ctx* xc = info->ep_attr ? info->ep_attr->xpu_ctx : nullptr;
   const bool xpu = flags & FI_XPU;
   if (xpu != (xc != nullptr)) return -FI_EINVAL;  // FI_XPU needs xpu_ctx, and only it allows one
@@ -752,7 +751,8 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   }
   ep->dom = dom;
   ep->xctx = x;
-  ep->caps = info->caps ? info->caps : (FI_MSG | FI_RMA);
+  ep->caps = info->caps ? info->caps
+                        : dom->proto ? (FI_MSG | FI_TAGGED | FI_ATOMIC) : (FI_MSG | FI_RMA);
   if (!(ep->caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
     ep->caps |= FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   if (dom->dgram) {
@@ -778,12 +778,19 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   ep->ep.fid.ops = &g_ep_fi_ops;
   ep->ep.ops = &g_ep_ops;
   ep->ep.cm = &g_cm_ops;
-  ep->ep.msg = &g_msg_ops;
-  ep->ep.rma = &g_rma_ops;
-  // efa-direct has no tagged messages, atomics or collectives; the wrappers of their headers
-  // call through these tables, which refuse every operation.
-  ep->ep.tagged = no_tagged_ops();
-  ep->ep.atomic = no_atomic_ops();
+  if (dom->proto) {
+    ep->ep.msg = proto_msg_ops();
+    ep->ep.rma = proto_rma_ops();
+    ep->ep.tagged = proto_tagged_ops();
+    ep->ep.atomic = proto_atomic_ops();
+  } else {
+    ep->ep.msg = &g_msg_ops;
+    ep->ep.rma = &g_rma_ops;
+    // efa-direct has no tagged messages, atomics or collectives; the wrappers of their headers
+    // call through these tables, which refuse every operation.
+    ep->ep.tagged = no_tagged_ops();
+    ep->ep.atomic = no_atomic_ops();
+  }
   ep->ep.collective = core::no_collective_ops();
   *ep_p = &ep->ep;
   return 0;
@@ -798,6 +805,45 @@ int ep_export(fid_ep* e, uint64_t flags, fid_xpu_ep* out) {
 }
 
 }  // namespace
+
+int qp_create_rts(EfaEp* ep, const backend::QpInitAttr& qa) {
+  EfaDomain* dom = ep->dom;
+  int rc = dom->dev->create_qp(qa, &ep->qp);
+  if (rc) {
+    EFA_WARN(kEpCtrl, "create_qp(%u, %u): %d", qa.max_send_wr, qa.max_recv_wr, rc);
+    return to_fi_err(rc);
+  }
+  backend::QpAttr at;
+  at.state = backend::QpState::kInit;
+  at.pkey_index = 0;
+  at.port = 1;
+  at.qkey = (static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ep) >> 4) ^ 0x5a5a1234u) & 0x7fffffffu;
+  rc = ep->qp->modify(at, backend::kQpAttrState | backend::kQpAttrPkeyIndex | backend::kQpAttrPort |
+                              backend::kQpAttrQkey);
+  if (rc == 0) {
+    at.state = backend::QpState::kRtr;
+    rc = ep->qp->modify(at, backend::kQpAttrState);
+  }
+  if (rc == 0) {
+    at.state = backend::QpState::kRts;
+    at.sq_psn = 0;
+    at.rnr_retry = 7;
+    uint32_t mask = backend::kQpAttrState | backend::kQpAttrSqPsn;
+    // A UD QP has no RNR retry: a datagram nobody waits for is dropped.
+    if (!ep->dgram && (dom->attr.device_caps & backend::kCapRnrRetry))
+      mask |= backend::kQpAttrRnrRetry;
+    rc = ep->qp->modify(at, mask);
+  }
+  uint8_t gid[16];
+  if (rc == 0) rc = dom->dev->local_address(ep->qp, gid, &ep->qpn, &ep->qkey);
+  if (rc) {
+    EFA_WARN(kEpCtrl, "bringing QP %u to RTS failed: %d", ep->qpn, rc);
+    dom->dev->destroy_qp(ep->qp);
+    ep->qp = nullptr;
+    return rc < 0 && rc > -256 ? to_fi_err(rc) : rc;
+  }
+  return 0;
+}
 
 void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status) {
   std::lock_guard<std::mutex> g(sd->ep_lock);

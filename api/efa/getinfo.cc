@@ -9,6 +9,7 @@
 
 #include "api/core/info.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
@@ -126,6 +127,47 @@ fi_info* make_dgram_info(const backend::DeviceAttr& a) {
   d->name = strdup((a.name + kDgramDomainSuffix).c_str());
   free(i->fabric_attr->name);
   i->fabric_attr->name = strdup(kDgramFabricName);
+  if (!d->name || !i->fabric_attr->name) {
+    fi_freeinfo(i);
+    return nullptr;
+  }
+  return i;
+}
+
+// The protocol fabric's RDM offer (fabric "efa", domain "<device>-rdm", as upstream names them):
+// tagged messages and atomics in software over the same SRD QPs, messages up to
+// kProtoMaxMsgSize whatever the MTU, completions in FI_CQ_FORMAT_TAGGED. No FI_RMA: the core
+// owns the QP's send queue and has no request kind for the application's own RDMA yet.
+fi_info* make_proto_info(const backend::DeviceAttr& a) {
+  fi_info* i = make_info(a);
+  if (!i) return nullptr;
+  const uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+                        FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
+                        FI_LOCAL_COMM | FI_REMOTE_COMM;
+  i->caps = caps;
+  i->mode = 0;
+  i->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE);
+  i->tx_attr->mode = 0;
+  i->tx_attr->inject_size = proto_inject_size(a);
+  i->tx_attr->iov_limit = kProtoIovLimit;
+  i->tx_attr->rma_iov_limit = 1;
+  i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+                             FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE);
+  // Receives are the provider's own bounce buffers: a write with immediate data never consumes
+  // one of the application's.
+  i->rx_attr->mode = 0;
+  i->rx_attr->iov_limit = kProtoIovLimit;
+  i->ep_attr->max_msg_size = kProtoMaxMsgSize;
+  fi_domain_attr* d = i->domain_attr;
+  // Progress is made by whoever reads a CQ or counter of the endpoint: the protocol runs in
+  // the caller's thread.
+  d->data_progress = FI_PROGRESS_MANUAL;
+  d->cq_data_size = 8;
+  d->max_xpu_ctx_cnt = 0;
+  free(d->name);
+  d->name = strdup((a.name + kRdmDomainSuffix).c_str());
+  free(i->fabric_attr->name);
+  i->fabric_attr->name = strdup(kProtoFabricName);
   if (!d->name || !i->fabric_attr->name) {
     fi_freeinfo(i);
     return nullptr;
@@ -279,9 +321,9 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
   }
   if (hints && hints->fabric_attr && hints->fabric_attr->name &&
       strcmp(hints->fabric_attr->name, kFabricName) != 0 &&
-      strcmp(hints->fabric_attr->name, kDgramFabricName) != 0) {
-    EFA_INFO(kCore, "fabric \"%s\" asked for, this provider offers %s (RDM) and %s (DGRAM)",
-             hints->fabric_attr->name, kFabricName, kDgramFabricName);
+      strcmp(hints->fabric_attr->name, kProtoFabricName) != 0) {
+    EFA_INFO(kCore, "fabric \"%s\" asked for, this provider offers %s (RDM) and %s (RDM, DGRAM)",
+             hints->fabric_attr->name, kFabricName, kProtoFabricName);
     return -FI_ENODATA;
   }
   const bool rdm = want_rdm(hints);
@@ -317,16 +359,20 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
       release_device(sd);
       continue;
     }
-    fi_info* offers[2] = {nullptr, nullptr};
+    // efa-direct first, so that applications which take the first RDM offer keep the thin
+    // fabric unless their hints need the protocol (FI_TAGGED, FI_ATOMIC, large messages, or
+    // the fabric named "efa"); then the protocol fabric's RDM and DGRAM domains.
+    fi_info* offers[3] = {nullptr, nullptr, nullptr};
     bool failed = false;
     if (rdm) {
       offers[0] = make_info(sd->attr);
       if (offers[0] && msg_only) offers[0]->ep_attr->max_msg_size = sd->attr.mtu;
-      failed |= !offers[0];
+      offers[1] = make_proto_info(sd->attr);
+      failed |= !offers[0] || !offers[1];
     }
     if (dgram) {
-      offers[1] = make_dgram_info(sd->attr);
-      failed |= !offers[1];
+      offers[2] = make_dgram_info(sd->attr);
+      failed |= !offers[2];
     }
     release_device(sd);
     for (fi_info* i : offers)

@@ -4,6 +4,7 @@
 
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
@@ -12,6 +13,7 @@ namespace {
 int mr_close(fid* f) {
   EfaMr* mr = to_mr(f);
   if (!mr) return -FI_EINVAL;
+  if (mr->dom->proto) proto_mr_removed(mr);
   int rc = mr->dom->dev->dereg_mr(mr->bmr);
   if (rc) return to_fi_err(rc);
   mr->dom->refs.release();
@@ -69,6 +71,8 @@ int do_reg(EfaDomain* dom, const void* buf, size_t len, uint64_t access, uint64_
   a.addr = const_cast<void*>(buf);
   a.length = len;
   a.access = to_backend_access(access);
+  // The protocol's rendezvous reads a send buffer from the receiver's side.
+  if (dom->proto) a.access |= backend::kAccessRemoteRead;
   int rc = dom->dev->reg_mr(dom->pd, a, &mr->bmr);
   if (rc) {
     delete mr;
@@ -87,6 +91,9 @@ int do_reg(EfaDomain* dom, const void* buf, size_t len, uint64_t access, uint64_
   mr->mr.fid.ops = &g_mr_fi_ops;
   mr->mr.mem_desc = mr;
   mr->mr.key = mr->bmr->rkey();
+  mr->addr = reinterpret_cast<uintptr_t>(buf);
+  mr->len = len;
+  if (dom->proto) proto_mr_added(mr);
   *mr_p = &mr->mr;
   return 0;
 }

@@ -149,15 +149,15 @@ TEST_F(ProviderBackend, AutoOffersTheHighestPriorityBackendWithDevices) {
   g_emu_devices = 1;
   std::vector<std::string> names;
   ASSERT_EQ(offers(&names), 0) << log_;
-  EXPECT_EQ(names, (std::vector<std::string>{"fakehw0", "fakehw1"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fakehw0", "fakehw0-rdm", "fakehw1", "fakehw1-rdm"}));
 
   g_hw_devices = 0;
   ASSERT_EQ(offers(&names), 0) << log_;
-  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0", "fakeemu0-rdm"}));
 
   setenv("FI_EFA_BACKEND", "auto", 1);
   ASSERT_EQ(offers(&names), 0) << log_;
-  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0", "fakeemu0-rdm"}));
 }
 
 TEST_F(ProviderBackend, AutoSkipsByNameOnlyBackends) {
@@ -178,10 +178,10 @@ TEST_F(ProviderBackend, ANameSelectsThatBackendAlone) {
   std::vector<std::string> names;
   setenv("FI_EFA_BACKEND", "fakeemu", 1);
   ASSERT_EQ(offers(&names), 0) << log_;
-  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fakeemu0", "fakeemu0-rdm"}));
   setenv("FI_EFA_BACKEND", "fakenamed", 1);
   ASSERT_EQ(offers(&names), 0) << log_;
-  EXPECT_EQ(names, (std::vector<std::string>{"fakenamed0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fakenamed0", "fakenamed0-rdm"}));
   // A named backend without devices does not fall back to another one.
   g_emu_devices = 0;
   setenv("FI_EFA_BACKEND", "fakeemu", 1);

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Debian's unmodified fi_pingpong, server and client in two processes on this
 # host, over xpufab's efa provider on the emulated EFA (endpoint type $1: rdm,
-# the default, or dgram; message transfers with data checks).  Every process
-# runs under a timeout, so a stalled exchange fails the test instead of hanging it.
+# the default, or dgram; message transfers with data checks).  $2 "protocol"
+# runs the RDM exchange on the protocol fabric "efa" (its "<device>-rdm"
+# domain), "tagged" runs it with tagged messages, which only that fabric has.
+# Every process runs under a timeout, so a stalled exchange fails the test
+# instead of hanging it.
 source testing/dropin/install_prefix.sh
 
 fail() { echo "fi_pingpong_test: $*"; exit 1; }
@@ -12,6 +15,15 @@ fail() { echo "fi_pingpong_test: $*"; exit 1; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 args=(-p efa -e "${1:-rdm}" -I 20 -S 64 -c)
+case "${2:-}" in
+  protocol)
+    dom=$(debian_tool timeout 30 fi_info -p efa -f efa -t FI_EP_RDM | awk '$1 == "domain:" {print $2; exit}')
+    [[ "$dom" == *-rdm ]] || fail "no <device>-rdm domain of fabric efa: '$dom'"
+    args+=(-d "$dom") ;;
+  tagged) args+=(-m tagged) ;;
+  "") ;;
+  *) fail "unknown variant '$2'" ;;
+esac
 
 debian_tool timeout 30 fi_pingpong "${args[@]}" -B "$port" >"$work/server.out" 2>&1 &
 server=$!

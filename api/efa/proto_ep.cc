@@ -1,0 +1,434 @@
+// A protocol-fabric endpoint's state: the SRD QP and the CQ the protocol core (api/proto/) owns,
+// its pools and bounce buffers, the peer table kept in step with the AV, the key table kept in
+// step with the domain's MRs, and the translation of the core's completions into the
+// application's CQ entries and counter updates.
+//
+// Locking: ProtoState::lock serializes every call into the core (it allows one caller at a
+// time). Progress runs under the domain lock and takes it after; posts take it alone, and drop
+// it before they drive the domain's progress.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "api/efa/casts.h"
+#include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
+#include "api/proto/proto.h"
+
+namespace xpufab::efa {
+
+struct ProtoState {
+  std::mutex lock;
+  backend::Cq* bcq = nullptr;  // the QP's one CQ, polled by the core alone
+  backend::Mr* bounce_mr = nullptr;
+  uint8_t* bounce = nullptr;
+  std::vector<uint64_t> mem;  // the core's pools
+  proto_config cfg{};
+  proto_dev dev{};
+  proto_ep pep{};
+  // Peers by AV index and AV indices by peer, for the AV entries seen so far.
+  std::vector<uint32_t> peer_of_av;
+  std::vector<fi_addr_t> av_of_peer;
+  // Contexts of successful operations that report no completion (FI_SELECTIVE_COMPLETION
+  // without FI_COMPLETION): their success entries are dropped, their errors still reported.
+  std::unordered_multiset<uint64_t> silent;
+};
+
+namespace {
+
+// The sizes every endpoint of the fabric uses (both sides of a pair must agree on credits).
+constexpr uint32_t kMaxPeers = 16;
+constexpr uint32_t kCredits = 32;
+constexpr uint32_t kMaxOps = 1024;
+constexpr uint32_t kTxBuffers = 256;
+constexpr int kProgressBatch = 64;
+// Bytes per rendezvous read: several reads in flight keep a large message moving while one of
+// them is retransmitted.
+constexpr uint32_t kRdmaChunk = 256u << 10;
+
+uint32_t round_pow2(uint32_t v) {
+  uint32_t p = 2;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+void fill_config(proto_config* c) {
+  proto_config_default(c);
+  c->max_peers = kMaxPeers;
+  c->credits = kCredits;
+  c->max_ops = kMaxOps;
+  c->ntx = kTxBuffers;
+  c->ncomp = round_pow2(kMaxOps);
+  c->rdma_chunk = kRdmaChunk;
+}
+
+// Peers for the AV entries added since the last call (lock held). An entry that does not fit
+// in the peer table stays unknown: operations naming it fail with -FI_EINVAL.
+void sync_peers(EfaEp* ep, ProtoState* ps) {
+  EfaAv* av = ep->av;
+  std::lock_guard<std::mutex> g(av->lock);
+  for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
+    const EfaAvEntry& e = av->entries[i];
+    uint32_t peer = PROTO_NONE;
+    if (e.valid &&
+        proto_peer_add(&ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, &peer) == 0) {
+      if (ps->av_of_peer.size() <= peer) ps->av_of_peer.resize(peer + 1, FI_ADDR_NOTAVAIL);
+      if (ps->av_of_peer[peer] == FI_ADDR_NOTAVAIL) ps->av_of_peer[peer] = i;
+    } else if (e.valid) {
+      EFA_WARN(kEpData, "QP %u: no room for AV entry %zu in the peer table (%u peers)", ep->qpn,
+               i, kMaxPeers);
+    }
+    ps->peer_of_av.push_back(peer);
+  }
+}
+
+uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
+  return a < ps->peer_of_av.size() ? ps->peer_of_av[a] : PROTO_NONE;
+}
+
+// The buffer of a one-segment operation; FI_MR_LOCAL: a descriptor for any byte the core may
+// touch through the device (rendezvous reads and writes), none for inject.
+int make_buf(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
+  *b = proto_buf{};
+  if (count > kProtoIovLimit || (count && !iov)) return -FI_EINVAL;
+  if (count == 0) return 0;
+  if (!iov[0].iov_base && iov[0].iov_len) return -FI_EINVAL;
+  b->addr = iov[0].iov_base;
+  b->len = iov[0].iov_len;
+  EfaMr* mr = desc ? static_cast<EfaMr*>(desc[0]) : nullptr;
+  if (mr) {
+    b->lkey = mr->bmr->lkey();
+    b->rkey = mr->bmr->rkey();
+  } else if (need_desc && b->len) {
+    return -FI_EINVAL;
+  }
+  return 0;
+}
+
+bool reports(const EfaEp* ep, bool tx, uint64_t flags) {
+  const bool selective = tx ? ep->tx_selective : ep->rx_selective;
+  return !selective || (flags & FI_COMPLETION);
+}
+
+// Runs the domain's progress after a post that found the core's pools full: what frees them
+// is the completions progress reaps.
+ssize_t busy(EfaEp* ep) {
+  ep->dom->progress();
+  return -FI_EAGAIN;
+}
+
+void stage(EfaCq* cq, const Completion& c) {
+  if (!cq || cq->internal) return;
+  cq->stage(c);
+}
+
+void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+  const bool error = pc.err != 0;
+  if (!error && !ps->silent.empty()) {
+    auto it = ps->silent.find(pc.op_context);
+    if (it != ps->silent.end()) {
+      ps->silent.erase(it);
+      // Counted, not reported.
+      EfaCntr* c = (pc.flags & FI_RECV) ? ep->cntr_recv
+                   : (pc.flags & FI_ATOMIC) ? ((pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write)
+                                            : ep->cntr_send;
+      if (c) c->inc(false);
+      return;
+    }
+  }
+  Completion c;
+  c.c.op_context = pc.op_context;
+  c.c.flags = pc.flags;
+  c.c.len = pc.len;
+  c.c.buf = reinterpret_cast<uintptr_t>(pc.buf);
+  c.c.data = pc.data;
+  c.c.err = pc.err;
+  c.c.prov_errno = static_cast<uint32_t>(pc.prov_errno);
+  c.tag = pc.tag;
+  c.olen = pc.olen;
+  if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
+  const bool rx = pc.flags & FI_RECV;
+  EfaCntr* cntr;
+  if (rx) cntr = ep->cntr_recv;
+  else if (pc.flags & FI_ATOMIC) cntr = (pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  else cntr = ep->cntr_send;
+  if (cntr) cntr->inc(error);
+  stage(rx ? ep->rx_cq : ep->tx_cq, c);
+}
+
+}  // namespace
+
+size_t proto_inject_size(const backend::DeviceAttr& a) {
+  return a.mtu > sizeof(proto_hdr) ? a.mtu - sizeof(proto_hdr) : 0;
+}
+
+size_t proto_atomic_max_bytes(const EfaDomain* dom) {
+  return proto_inject_size(dom->attr);
+}
+
+int proto_ep_enable(EfaEp* ep) {
+  EfaDomain* dom = ep->dom;
+  const backend::DeviceAttr& at = dom->attr;
+  auto* ps = new (std::nothrow) ProtoState();
+  if (!ps) return -FI_ENOMEM;
+  fill_config(&ps->cfg);
+  // Fewer credits where the device's receive queue cannot hold the buffers they need.
+  while (proto_rx_buffers(&ps->cfg) > at.max_rq_wr && ps->cfg.credits > 4) ps->cfg.credits /= 2;
+  const uint32_t nrx = proto_rx_buffers(&ps->cfg);
+  const uint32_t nsq = static_cast<uint32_t>(ep->tx_size);
+  int rc = 0;
+  auto fail = [&](int err) {
+    if (ep->qp) dom->dev->destroy_qp(ep->qp);
+    ep->qp = nullptr;
+    if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
+    if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
+    std::free(ps->bounce);
+    delete ps;
+    return err < 0 && err > -256 ? to_fi_err(err) : err;
+  };
+  if (nrx > at.max_rq_wr) {
+    EFA_WARN(kEpCtrl, "the device's receive queue (%u) holds too few buffers for the protocol",
+             at.max_rq_wr);
+    return fail(-FI_EINVAL);
+  }
+  backend::CqInitAttr ca;
+  ca.entries = round_pow2(nsq + nrx);
+  if (at.max_cq_depth && ca.entries > at.max_cq_depth) ca.entries = at.max_cq_depth;
+  rc = dom->dev->create_cq(ca, &ps->bcq);
+  if (rc) return fail(rc);
+  backend::QpInitAttr qa;
+  qa.type = backend::QpType::kSrd;
+  qa.pd = dom->pd;
+  qa.send_cq = ps->bcq;
+  qa.recv_cq = ps->bcq;
+  qa.max_send_wr = nsq;
+  qa.max_recv_wr = nrx;
+  qa.max_send_sge = at.max_sq_sge;
+  qa.max_recv_sge = 1;
+  rc = qp_create_rts(ep, qa);
+  if (rc) return fail(rc);
+  backend::WqAttr sq{}, rq{};
+  backend::CqAttr cqa{};
+  rc = ep->qp->query_wqs(&sq, &rq);
+  if (rc == 0) rc = ps->bcq->query(&cqa);
+  if (rc) return fail(rc);
+  proto_dev& d = ps->dev;
+  d.sq = {sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
+  d.rq = {rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
+  d.cq = {cqa.buffer, cqa.entry_size, cqa.num_entries, cqa.doorbell};
+  d.max_sq_sge = at.max_sq_sge;
+  d.max_rq_sge = 1;
+  d.mtu = at.mtu;
+  d.max_rdma_size = at.max_rdma_size;
+  d.caps = (at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u;
+  const size_t bounce_len = proto_bounce_size(&ps->cfg, &d);
+  ps->bounce = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len + 4095) / 4096 * 4096));
+  if (!ps->bounce) return fail(-FI_ENOMEM);
+  memset(ps->bounce, 0, bounce_len);
+  backend::MrInitAttr ma;
+  ma.addr = ps->bounce;
+  ma.length = bounce_len;
+  ma.access = backend::kAccessLocalWrite;
+  rc = dom->dev->reg_mr(dom->pd, ma, &ps->bounce_mr);
+  if (rc) return fail(rc);
+  ps->mem.assign(proto_ep_mem_size(&ps->cfg, &d) / 8 + 1, 0);
+  rc = proto_ep_init(&ps->pep, &ps->cfg, &d, ps->mem.data(), ps->mem.size() * 8, ps->bounce,
+                     ps->bounce_mr->lkey());
+  if (rc) {
+    EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, sq.num_entries,
+             rq.num_entries, cqa.num_entries);
+    return fail(rc);
+  }
+  std::lock_guard<std::mutex> g(dom->lock);
+  for (EfaMr* mr : dom->mrs) {
+    if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) continue;
+    if (proto_mr_add(&ps->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
+      EFA_WARN(kEpCtrl, "QP %u: the key table is full; MR %#x is no atomic target", ep->qpn,
+               mr->bmr->rkey());
+  }
+  ep->proto = ps;
+  dom->proto_eps.push_back(ep);
+  return 0;
+}
+
+void proto_ep_close(EfaEp* ep) {
+  EfaDomain* dom = ep->dom;
+  ProtoState* ps = ep->proto;
+  {
+    std::lock_guard<std::mutex> g(dom->lock);
+    for (auto it = dom->proto_eps.begin(); it != dom->proto_eps.end(); ++it) {
+      if (*it == ep) {
+        dom->proto_eps.erase(it);
+        break;
+      }
+    }
+  }
+  if (ep->qp) {
+    int rc = dom->dev->destroy_qp(ep->qp);
+    if (rc) EFA_WARN(kEpCtrl, "destroy_qp: %d", rc);
+    ep->qp = nullptr;
+  }
+  if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
+  if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
+  std::free(ps->bounce);
+  delete ps;
+  ep->proto = nullptr;
+}
+
+void proto_progress(EfaEp* ep) {
+  ProtoState* ps = ep->proto;
+  proto_comp comps[kProgressBatch];
+  std::lock_guard<std::mutex> g(ps->lock);
+  sync_peers(ep, ps);
+  for (;;) {
+    const int n = ::proto_progress(&ps->pep, comps, kProgressBatch);
+    for (int i = 0; i < n; ++i) deliver(ep, ps, comps[i]);
+    if (n < kProgressBatch) break;
+  }
+}
+
+ssize_t proto_ops_left(EfaEp* ep) {
+  ProtoState* ps = ep->proto;
+  std::lock_guard<std::mutex> g(ps->lock);
+  ssize_t n = 0;
+  for (uint32_t i = 0; i < ps->cfg.max_ops; ++i) n += ps->pep.ops[i].kind == PROTO_K_FREE;
+  return n;
+}
+
+ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->caps & FI_SEND) || !(ep->caps & (s.tagged ? FI_TAGGED : FI_MSG)))
+    return -FI_EOPNOTSUPP;
+  const bool inject = s.flags & FI_INJECT;
+  proto_buf b;
+  int rc = make_buf(s.iov, s.desc, s.count, !inject, &b);
+  if (rc) return rc;
+  if (b.len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
+  if (inject && b.len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
+  ProtoState* ps = ep->proto;
+  // The inject calls report nothing; FI_INJECT on a *msg call only makes the buffer reusable on
+  // return, which an eager send's copy already does.
+  const bool inject_call = s.no_completion;
+  const bool report = !inject_call && reports(ep, true, s.flags);
+  uint64_t flags = (s.tagged ? FI_TAGGED : 0) | (s.flags & FI_REMOTE_CQ_DATA);
+  if (inject_call) flags |= FI_INJECT;
+  const auto ctx = reinterpret_cast<uintptr_t>(s.context);
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    sync_peers(ep, ps);
+    const uint32_t peer = peer_of(ps, s.dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    rc = ::proto_send(&ps->pep, peer, &b, s.tag, s.data, flags, ctx);
+    if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  if (rc) return rc;
+  ep->dom->dev->progress(16);
+  return 0;
+}
+
+ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->caps & FI_RECV) || !(ep->caps & (r.tagged ? FI_TAGGED : FI_MSG)))
+    return -FI_EOPNOTSUPP;
+  const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
+  if (peek && !r.tagged) return -FI_EINVAL;
+  proto_buf b;
+  // A peek moves no data; a discard neither.
+  int rc = make_buf(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), &b);
+  if (rc) return rc;
+  ProtoState* ps = ep->proto;
+  const auto ctx = reinterpret_cast<uintptr_t>(r.context);
+  const uint64_t flags = (r.tagged ? FI_TAGGED : 0) | peek;
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    sync_peers(ep, ps);
+    uint64_t src = PROTO_ADDR_ANY;
+    if (r.src != FI_ADDR_UNSPEC && (ep->caps & FI_DIRECTED_RECV)) {
+      const uint32_t peer = peer_of(ps, r.src);
+      if (peer == PROTO_NONE) return -FI_EINVAL;
+      src = peer;
+    }
+    rc = ::proto_recv(&ps->pep, src, &b, r.tag, r.ignore, flags, ctx);
+    if (rc == 0 && !peek && !reports(ep, false, r.flags)) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  return rc;
+}
+
+ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->caps & FI_ATOMIC)) return -FI_EOPNOTSUPP;
+  ProtoState* ps = ep->proto;
+  const bool inject = a.flags & FI_INJECT;
+  const auto ctx = reinterpret_cast<uintptr_t>(a.context);
+  int rc;
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    sync_peers(ep, ps);
+    const uint32_t peer = peer_of(ps, a.dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
+    const uint32_t key = static_cast<uint32_t>(a.key);
+    if (key != a.key) return -FI_EINVAL;
+    rc = ::proto_atomic(&ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare, a.count,
+                        a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
+    if (rc == 0 && !inject && !reports(ep, true, a.flags)) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  if (rc) return rc;
+  ep->dom->dev->progress(16);
+  return 0;
+}
+
+ssize_t proto_rma(EfaEp* ep, bool, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
+                  void*, uint64_t, uint64_t) {
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  return -FI_EOPNOTSUPP;
+}
+
+ssize_t proto_cancel(EfaEp* ep, void* context) {
+  if (!ep->enabled) return -FI_ENOENT;
+  ProtoState* ps = ep->proto;
+  for (;;) {
+    int rc;
+    {
+      std::lock_guard<std::mutex> g(ps->lock);
+      rc = ::proto_cancel(&ps->pep, reinterpret_cast<uintptr_t>(context));
+    }
+    if (rc != -FI_EAGAIN) return rc;
+    ep->dom->progress();
+  }
+}
+
+void proto_mr_added(EfaMr* mr) {
+  EfaDomain* dom = mr->dom;
+  std::lock_guard<std::mutex> g(dom->lock);
+  dom->mrs.push_back(mr);
+  if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) return;
+  for (EfaEp* ep : dom->proto_eps) {
+    std::lock_guard<std::mutex> pg(ep->proto->lock);
+    if (proto_mr_add(&ep->proto->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
+      EFA_WARN(kEpCtrl, "QP %u: the key table is full; MR %#x is no atomic target", ep->qpn,
+               mr->bmr->rkey());
+  }
+}
+
+void proto_mr_removed(EfaMr* mr) {
+  EfaDomain* dom = mr->dom;
+  std::lock_guard<std::mutex> g(dom->lock);
+  for (auto it = dom->mrs.begin(); it != dom->mrs.end(); ++it) {
+    if (*it == mr) {
+      dom->mrs.erase(it);
+      break;
+    }
+  }
+  for (EfaEp* ep : dom->proto_eps) {
+    std::lock_guard<std::mutex> pg(ep->proto->lock);
+    proto_mr_remove(&ep->proto->pep, mr->bmr->rkey());
+  }
+}
+
+}  // namespace xpufab::efa

@@ -1,0 +1,108 @@
+// Endpoints of the protocol fabric "efa": the requests the ops tables (proto_ops.cc) hand to an
+// endpoint's protocol state (proto_ep.cc), which runs them on the protocol core (api/proto/) over
+// the endpoint's SRD QP, and the progress that turns the core's completions into the
+// application's CQ entries and counter updates.
+#ifndef XPUFAB_API_EFA_PROTO_EP_H_
+#define XPUFAB_API_EFA_PROTO_EP_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "api/efa/efa.h"
+
+namespace xpufab::efa {
+
+// Segments one protocol request takes (fi_info iov_limit of the protocol fabric): the core
+// moves one buffer per message.
+inline constexpr size_t kProtoIovLimit = 1;
+
+// A send: untagged (FI_MSG) or tagged; `flags` are the operation's (FI_INJECT,
+// FI_REMOTE_CQ_DATA, FI_COMPLETION, ...).
+struct ProtoSend {
+  const iovec* iov = nullptr;
+  void** desc = nullptr;
+  size_t count = 0;
+  fi_addr_t dest = FI_ADDR_UNSPEC;
+  bool tagged = false;
+  uint64_t tag = 0;
+  uint64_t data = 0;
+  void* context = nullptr;
+  uint64_t flags = 0;
+  bool no_completion = false;  // fi_inject / fi_tinject / *injectdata: nothing is reported
+};
+
+// A receive: `src` FI_ADDR_UNSPEC for any source; FI_PEEK / FI_CLAIM / FI_DISCARD in `flags`
+// for tagged ones.
+struct ProtoRecv {
+  const iovec* iov = nullptr;
+  void** desc = nullptr;
+  size_t count = 0;
+  fi_addr_t src = FI_ADDR_UNSPEC;
+  bool tagged = false;
+  uint64_t tag = 0;
+  uint64_t ignore = 0;
+  void* context = nullptr;
+  uint64_t flags = 0;
+};
+
+// An atomic of `kind` (enum proto_atomic_kind) on `count` elements at the peer's `addr`/`key`:
+// operands in `buf` (none for FI_ATOMIC_READ), compare values in `compare`, prior values to
+// `result`. Already checked against the validity table.
+struct ProtoAtomic {
+  int kind = 0;
+  int op = 0;
+  int datatype = 0;
+  size_t count = 0;
+  const void* buf = nullptr;
+  const void* compare = nullptr;
+  void* result = nullptr;
+  void* result_desc = nullptr;
+  fi_addr_t dest = FI_ADDR_UNSPEC;
+  uint64_t addr = 0;
+  uint64_t key = 0;
+  void* context = nullptr;
+  uint64_t flags = 0;
+};
+
+// The most operand bytes one atomic request carries (fi_atomicvalid's count derives from it).
+size_t proto_atomic_max_bytes(const EfaDomain* dom);
+// What FI_INJECT copies at most (fi_info inject_size of the protocol fabric).
+size_t proto_inject_size(const backend::DeviceAttr& a);
+
+// Creates the endpoint's protocol state on enable (its QP, private CQ and the core's pools).
+int proto_ep_enable(EfaEp* ep);
+// Drains what the core still reports and releases the state; before the QP is destroyed.
+void proto_ep_close(EfaEp* ep);
+ssize_t proto_send(EfaEp* ep, const ProtoSend& s);
+ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r);
+ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a);
+// RMA through the same QP as the protocol's traffic.
+ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count,
+                  fi_addr_t peer, uint64_t addr, uint64_t key, void* context, uint64_t data,
+                  uint64_t flags);
+// Operations the endpoint can still take (fi_tx_size_left / fi_rx_size_left: a lower bound).
+ssize_t proto_ops_left(EfaEp* ep);
+// fi_cancel of a posted receive: 0 (its FI_ECANCELED completion follows) or -FI_ENOENT.
+ssize_t proto_cancel(EfaEp* ep, void* context);
+// Runs the core's progress and stages its completions on the endpoint's CQs and counters.
+void proto_progress(EfaEp* ep);
+
+// A protocol domain's MRs are what peers' atomics may target: every endpoint's key table
+// follows registrations and closes.
+void proto_mr_added(EfaMr* mr);
+void proto_mr_removed(EfaMr* mr);
+
+// The protocol fabric's op tables (proto_ops.cc).
+fi_ops_msg* proto_msg_ops();
+fi_ops_tagged* proto_tagged_ops();
+fi_ops_rma* proto_rma_ops();
+fi_ops_atomic* proto_atomic_ops();
+// fi_query_atomic of a protocol domain.
+int proto_query_atomic(EfaDomain* dom, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                       uint64_t flags);
+
+}  // namespace xpufab::efa
+
+#endif  // XPUFAB_API_EFA_PROTO_EP_H_
