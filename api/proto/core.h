@@ -170,6 +170,7 @@ XPU_FUNC int proto_ep_init(struct proto_ep *ep, const struct proto_config *c, co
   ep->tx_free = 0;
   ep->tx_free_count = c->ntx;
   ep->txq.head = ep->txq.tail = PROTO_NONE;
+  for (uint32_t i = 0; i < c->max_peers; ++i) ep->peers[i].q.head = ep->peers[i].q.tail = PROTO_NONE;
   const uint32_t ux_max = proto_eager_max(c, d);
   for (uint32_t i = 0; i < c->max_unexp; ++i) {
     memset(&ep->unexp[i], 0, sizeof(ep->unexp[i]));
@@ -218,7 +219,36 @@ XPU_FUNC int proto_peer_add(struct proto_ep *ep, uint16_t ahn, uint16_t qpn, uin
   p->in_use = 1;
   p->src_at_peer = PROTO_ADDR_UNKNOWN;
   p->tx_credits = ep->cfg.credits;
+  p->q.head = p->q.tail = PROTO_NONE;
   *idx_p = free_idx;
+  return 0;
+}
+
+XPU_FUNC int proto_peer_valid(const struct proto_ep *ep, uint32_t peer) {
+  return ep && peer < ep->cfg.max_peers && ep->peers[peer].in_use;
+}
+
+/*
+ * Removes a peer (fi_av_remove). 0; -FI_EINVAL for no such peer; -FI_EBUSY
+ * while anything of or for it is waiting here (queued or held packets,
+ * operations naming it): progress and retry, or keep it.
+ * Its credits and packet numbers start afresh if it is added again, so both
+ * sides must remove each other.
+ */
+XPU_FUNC int proto_peer_remove(struct proto_ep *ep, uint32_t peer) {
+  if (!proto_peer_valid(ep, peer)) return -FI_EINVAL;
+  const struct proto_peer *p = &ep->peers[peer];
+  if (p->q.count || (p->in_use & 2u)) return -FI_EBUSY;
+  for (uint32_t i = 0; i < ep->cfg.credits; ++i)
+    if (p->held[i]) return -FI_EBUSY;
+  for (uint32_t i = 0; i < ep->cfg.max_ops; ++i) {
+    const struct proto_op *o = &ep->ops[i];
+    /* A posted receive names no peer until it matched. */
+    if (o->kind != PROTO_K_FREE && o->peer == peer && !(o->kind == PROTO_K_RECV && o->state == PROTO_S_POSTED))
+      return -FI_EBUSY;
+  }
+  ep->peers[peer].in_use = 0;
+  if (ep->last_peer == peer) ep->last_peer = PROTO_NONE;
   return 0;
 }
 
@@ -254,10 +284,6 @@ XPU_FUNC uint32_t proto_peer_lookup(struct proto_ep *ep, uint16_t ahn, uint16_t 
     }
   }
   return PROTO_NONE;
-}
-
-XPU_FUNC int proto_peer_valid(const struct proto_ep *ep, uint32_t peer) {
-  return ep && peer < ep->cfg.max_peers && ep->peers[peer].in_use;
 }
 
 /* ---- local memory regions atomics may target ------------------------------------------------ */
@@ -442,22 +468,34 @@ XPU_FUNC int proto_tx_emit(struct proto_ep *ep, uint32_t t) {
   return 0;
 }
 
-/* Sends t now if nothing waits before it, else queues it behind what waits (order is kept). */
+/*
+ * Sends t now if nothing to its peer waits before it, else queues it behind
+ * what waits (the peer's order is kept; other peers are not held up).
+ */
 XPU_FUNC void proto_tx_submit(struct proto_ep *ep, uint32_t t) {
-  if (ep->txq.count == 0 && proto_tx_emit(ep, t) == 0) return;
+  struct proto_fifo *q = &ep->peers[ep->tx[t].peer].q;
+  if (q->count == 0 && proto_tx_emit(ep, t) == 0) return;
   ep->tx[t].next = PROTO_NONE;
-  if (ep->txq.count) ep->tx[ep->txq.tail].next = t;
-  else ep->txq.head = t;
-  ep->txq.tail = t;
+  if (q->count) ep->tx[q->tail].next = t;
+  else q->head = t;
+  q->tail = t;
+  q->count++;
   ep->txq.count++;
 }
 
 XPU_FUNC void proto_tx_run(struct proto_ep *ep) {
-  while (ep->txq.count) {
-    const uint32_t t = ep->txq.head;
-    if (proto_tx_emit(ep, t)) break;
-    ep->txq.head = ep->tx[t].next;
-    if (--ep->txq.count == 0) ep->txq.head = ep->txq.tail = PROTO_NONE;
+  for (uint32_t i = 0; i < ep->cfg.max_peers && ep->txq.count; ++i) {
+    struct proto_fifo *q = &ep->peers[i].q;
+    while (q->count) {
+      const uint32_t t = q->head;
+      if (proto_tx_emit(ep, t)) {
+        if (ep->peers[i].tx_credits) return; /* the SQ is full: nobody gets further now */
+        break;                              /* this peer owes us credits: the next one */
+      }
+      q->head = ep->tx[t].next;
+      if (--q->count == 0) q->head = q->tail = PROTO_NONE;
+      ep->txq.count--;
+    }
   }
   uint32_t n = ep->opq_count;
   while (n--) {

@@ -102,6 +102,13 @@ struct proto_am_entry {
   void *arg;
 };
 
+/* A simple FIFO of pool indices linked through the entries' `next`. */
+struct proto_fifo {
+  uint32_t head;
+  uint32_t tail;
+  uint32_t count;
+};
+
 struct proto_peer {
   uint16_t ahn;
   uint16_t qpn;
@@ -114,6 +121,7 @@ struct proto_peer {
   /* Transmit side. */
   uint32_t tx_credits; /* packets we may still send the peer */
   uint32_t tx_seq;     /* next packet number */
+  struct proto_fifo q; /* transmit buffers waiting for credits, in order */
   /* Receive side. */
   uint32_t rx_next; /* next packet number to handle */
   uint32_t owed;    /* credits to give back */
@@ -220,13 +228,6 @@ struct proto_orphan {
 #define PROTO_WRC_READ 2u /* an RDMA read of op `index` */
 #define PROTO_WRC(kind, index) (((uint64_t)(kind) << 32) | (uint32_t)(index))
 
-/* A simple FIFO of pool indices linked through the entries' `next`. */
-struct proto_fifo {
-  uint32_t head;
-  uint32_t tail;
-  uint32_t count;
-};
-
 struct proto_stats {
   uint64_t tx_packets;
   uint64_t rx_packets;
@@ -261,7 +262,7 @@ struct proto_ep {
   struct proto_txbuf *tx;
   uint32_t tx_free;
   uint32_t tx_free_count;
-  struct proto_fifo txq;      /* transmit buffers waiting for credits or SQ space */
+  struct proto_fifo txq;      /* count: transmit buffers waiting in the peers' queues */
   uint32_t *opq;              /* ops with more to transmit (rendezvous push, reads), ring */
   uint32_t opq_head, opq_count;
   struct proto_unexp *unexp;
