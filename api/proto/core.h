@@ -56,6 +56,7 @@ XPU_FUNC int proto_msg_handle(struct proto_ep *ep, uint32_t peer, const struct p
 XPU_FUNC int proto_amo_handle(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h, const uint8_t *payload);
 XPU_FUNC void proto_op_wqe_done(struct proto_ep *ep, uint32_t op, uint32_t status);
 XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t op);
+XPU_FUNC void proto_amo_complete(struct proto_ep *ep, uint32_t op, uint32_t status);
 
 /* ---- memory layout ---------------------------------------------------------------------------- */
 

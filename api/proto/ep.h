@@ -224,6 +224,8 @@ struct proto_stats {
   uint64_t unknown_src;   /* packets from no peer in the table, dropped */
   uint64_t rx_errors;     /* receive completions with an error status */
   uint64_t tx_errors;     /* send / read completions with an error status */
+  uint64_t rdma_reads;    /* rendezvous RDMA reads issued */
+  uint64_t pushed;        /* rendezvous DATA packets sent */
   uint32_t last_tx_status; /* efa_io_comp_status of the latest of them */
   uint32_t reserved;
 };

@@ -402,6 +402,7 @@ XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
         if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
         o->cursor += n;
         o->inflight++;
+        ep->stats.rdma_reads++;
       }
       return 0;
     }
@@ -430,6 +431,7 @@ XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
         }
         o->cursor += n;
         o->inflight++;
+        ep->stats.pushed++;
       }
       return 0;
     }
@@ -453,6 +455,10 @@ XPU_FUNC void proto_op_wqe_done(struct proto_ep *ep, uint32_t i, uint32_t status
     if (o->state == PROTO_S_POSTED || (o->state == PROTO_S_PUSH && o->cursor >= o->total) ||
         (o->state == PROTO_S_RTS && o->err))
       proto_send_complete(ep, i);
+  } else if (o->kind == PROTO_K_ATOMIC) {
+    /* FIN: the reply came first; an error: the request never arrived. */
+    if (o->state == PROTO_S_FIN) proto_amo_complete(ep, i, (uint32_t)o->prov_errno);
+    else if (o->err) proto_amo_complete(ep, i, (uint32_t)o->prov_errno);
   } else if (o->kind == PROTO_K_RECV && o->state == PROTO_S_READ) {
     const uint64_t want = o->total < o->len ? o->total : o->len;
     if (o->cursor < want) return;
