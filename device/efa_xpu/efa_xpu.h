@@ -50,7 +50,9 @@
  *                          progress the core and return tagged entries
  *                          (proto_ep.h). -FI_ENOSYS on efa-direct, which has
  *                          no tags.
- *   atomics                -FI_ENOSYS.
+ *   atomics                the same, through the core's atomics executed
+ *                          at the target (atomics.h); -FI_ENOSYS on
+ *                          efa-direct.
  *   cq_read/readfrom       entries > 0 in the CQ's format, exactly as the
  *                          host fi_cq_read fills them (op_context; flags
  *                          FI_MSG|FI_SEND, FI_RMA|FI_WRITE, FI_RMA|FI_READ,
@@ -93,6 +95,7 @@
 #ifndef XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_
 #define XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_
 
+#include "xpufab/efa_xpu/atomics.h"
 #include "xpufab/efa_xpu/cntr.h"
 #include "xpufab/efa_xpu/cq.h"
 #include "xpufab/efa_xpu/handles.h"

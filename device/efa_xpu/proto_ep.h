@@ -134,8 +134,9 @@ XPU_DEVICE_FUNC void efa_xpu_proto_entry_(int format, const struct proto_comp *p
 
 /*
  * The CQ read of a CQ whose EPs are protocol-fabric EPs (caller holds
- * c->err_lock, no error staged): progresses each EP whose lock is free and
- * takes its completions until `count`; an error completion is staged in
+ * c->err_lock, no error staged): progresses each EP whose lock is free (a
+ * read of 0 entries too) and takes its completions until `count`; an error
+ * completion is staged in
  * c->err / err_tag / err_olen and ends the read. Entries read, or -FI_EAVAIL
  * when the first one is an error.
  */
@@ -144,11 +145,13 @@ XPU_DEVICE_FUNC int64_t efa_xpu_proto_cq_poll_(struct efa_xpu_cq *c, void *buf, 
   const uint32_t neps = xpu_load_acquire_u32(&c->num_eps);
   uint32_t i;
   int staged = 0;
-  for (i = 0; i < neps && i < EFA_XPU_CQ_MAX_EPS && !staged && (size_t)n < count; ++i) {
+  for (i = 0; i < neps && i < EFA_XPU_CQ_MAX_EPS; ++i) {
     struct efa_xpu_ep *e = c->eps[i];
     struct proto_ep *p = e ? efa_xpu_proto_of_(e) : NULL;
     if (!p || !efa_xpu_proto_trylock_(e)) continue;
-    while ((size_t)n < count) {
+    /* Every read progresses every EP (a target executes atomics even when its reader wants none). */
+    if (staged || (size_t)n >= count) (void)proto_progress(p, NULL, 0);
+    while (!staged && (size_t)n < count) {
       struct proto_comp pc;
       if (proto_progress(p, &pc, 1) <= 0) break;
       efa_xpu_proto_count_(e, &pc);
