@@ -464,7 +464,8 @@ TEST_F(ProtoCalls, BadAtomicsAreRefusedOrFailWithTheEfaStatus) {
   ASSERT_EQ(fi_xpu_atomic(&da_.xep, &one, 1, nullptr, &peer_b_, addr, mem.rkey ^ 0x1000, FI_UINT64, FI_SUM,
                           ctx_of(1), 0, FI_XPU_WORK_ITEM),
             0);
-  ASSERT_EQ(fi_xpu_fetch_atomic(&da_.xep, &one, 2, nullptr, res.data(), nullptr, &peer_b_, addr + 56, mem.rkey,
+  const uint64_t ones[2] = {1, 1};
+  ASSERT_EQ(fi_xpu_fetch_atomic(&da_.xep, ones, 2, nullptr, res.data(), nullptr, &peer_b_, addr + 56, mem.rkey,
                                 FI_UINT64, FI_SUM, ctx_of(2), 0, FI_XPU_WORK_ITEM),
             0);
   std::vector<fi_cq_tagged_entry> ok;
