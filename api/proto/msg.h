@@ -254,10 +254,20 @@ XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_bu
   struct proto_match_hit hit;
   const uint64_t kind = FI_RECV | proto_msg_kind_flag(tagged);
   if (flags & FI_PEEK) {
+    /* A discarded rendezvous still owes its sender a FIN, sent by an op taken before anything changes. */
+    uint32_t fin_op = PROTO_NONE;
+    if ((flags & FI_DISCARD) && !(flags & FI_CLAIM)) {
+      fin_op = proto_op_alloc(ep, PROTO_K_RECV);
+      if (fin_op == PROTO_NONE) return -FI_EAGAIN;
+    }
     const int mode = (flags & FI_CLAIM) ? PROTO_MATCH_PEEK_CLAIM
                      : (flags & FI_DISCARD) ? PROTO_MATCH_PEEK_DISCARD
                                             : PROTO_MATCH_PEEK;
     const int found = proto_match_peek(m, tag, ignore, src, mode, &hit);
+    if (fin_op != PROTO_NONE && (found <= 0 || ep->unexp[(uint32_t)hit.cookie].hdr.op != PROTO_OP_RTS)) {
+      proto_op_free(ep, fin_op);
+      fin_op = PROTO_NONE;
+    }
     if (found < 0) return found;
     struct proto_comp *c = proto_comp_push(ep);
     c->op_context = context;
@@ -278,14 +288,11 @@ XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_bu
       u->claimed = 1;
       u->claim_ctx = context;
     } else if (mode == PROTO_MATCH_PEEK_DISCARD) {
-      if (u->hdr.op == PROTO_OP_RTS) {
-        /* The sender waits for its FIN: a receive of nothing sends it. */
-        const uint32_t i = proto_op_alloc(ep, PROTO_K_RECV);
-        if (i != PROTO_NONE) {
-          ep->ops[i].mode = PROTO_OPM_SILENT;
-          ep->ops[i].len = 0;
-          proto_rndv_start(ep, i, u->peer, &u->hdr);
-        }
+      if (fin_op != PROTO_NONE) {
+        /* The sender waits for its FIN: a silent receive of nothing sends it. */
+        ep->ops[fin_op].mode = PROTO_OPM_SILENT;
+        ep->ops[fin_op].len = 0;
+        proto_rndv_start(ep, fin_op, u->peer, &u->hdr);
       }
       proto_unexp_release(ep, (uint32_t)hit.cookie);
     }

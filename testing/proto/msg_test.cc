@@ -27,6 +27,7 @@ struct Msg : ::testing::Test {
     proto_config_default(&cfg);
     cfg.max_peers = 4;
     cfg.credits = 32;
+    tune(cfg);
     ASSERT_EQ(a.open(cfg), 0);
     ASSERT_EQ(b.open(cfg), 0);
     ASSERT_EQ(c.open(cfg), 0);
@@ -35,6 +36,8 @@ struct Msg : ::testing::Test {
     ASSERT_EQ(b.add_peer(c.address(), &b_to_c), 0);
     ASSERT_EQ(c.add_peer(b.address(), &c_to_b), 0);
   }
+
+  virtual void tune(proto_config&) {}
 
   // Waits for one completion at n with `ctx`, removes and returns it.
   proto_comp take(Node& n, uint64_t ctx) {
@@ -261,6 +264,42 @@ TEST_F(Msg, BadInputIsRefused) {
   std::vector<uint8_t> big(1 << 16);
   proto_buf bb{big.data(), big.size(), 0, 0};
   EXPECT_EQ(proto_send(a.ep(), a_to_b, &bb, 0, 0, FI_TAGGED | FI_INJECT, 1), -FI_EMSGSIZE);
+}
+
+// Few unexpected slots and completion slots: what does not fit waits (its sender's stream stalls,
+// credits stop) and is delivered once there is room, in order, nothing dropped.
+struct Tight : Msg {
+  void tune(proto_config& c) override {
+    c.max_unexp = 8;
+    c.ncomp = 8;
+  }
+};
+
+TEST_F(Tight, UnexpectedOverflowAndAFullCompletionRingWaitInsteadOfDropping) {
+  const int n = 60;
+  std::vector<std::vector<uint8_t>> tx(n), rx(n);
+  for (int i = 0; i < n; ++i) {
+    tx[i] = pattern(20 + i, static_cast<uint32_t>(i));
+    rx[i].assign(128, 0);
+  }
+  int sent = 0;
+  ASSERT_TRUE(pump({&a, &b}, [&] {
+    while (sent < n && send(a, a_to_b, tx[sent], 3, 100 + sent) == 0) ++sent;
+    return sent == n && proto_match_unexpected_count(&b.ep()->tm) == 8 && b.ep()->stalled == 1;
+  }));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(pump({&a, &b}, [&] { return recv(b, kAny, rx[i], 3, 0, 1000 + i) == 0; }));
+    EXPECT_LE(proto_match_unexpected_count(&b.ep()->tm), 8u);
+  }
+  for (int i = 0; i < n; ++i) {
+    proto_comp r = take(b, 1000 + i);
+    EXPECT_EQ(r.err, 0) << i;
+    EXPECT_EQ(r.len, tx[i].size()) << i;
+    EXPECT_TRUE(has_pattern(rx[i].data(), tx[i].size(), static_cast<uint32_t>(i))) << i;
+  }
+  for (int i = 0; i < n; ++i) EXPECT_EQ(take(a, 100 + i).err, 0);
+  EXPECT_EQ(b.ep()->stalled, 0u);
+  expect_clean();
 }
 
 // ---- rendezvous ----
