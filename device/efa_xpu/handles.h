@@ -37,6 +37,26 @@
  *                              cq->stale_cqes.
  *   counters                   *value / *err_value are updated by the NIC with
  *                              atomic adds; device add/set use 64-bit atomics.
+ *
+ * The protocol fabric `efa` (caps & EFA_XPU_EP_CAP_PROTO): the EP runs on the
+ * protocol core (api/proto/proto.h). ep->proto is the core endpoint, in
+ * memory device code reaches (XPU-context memory; host memory with the
+ * default callbacks), already initialized, with one peer per AV entry
+ * (proto_peer_add) and the local MRs remote atomics may target
+ * (proto_mr_add). The core owns the QP's rings and its CQ: ep->sq/ep->rq
+ * are not used, and a device CQ read of such an EP runs proto_progress
+ * instead of polling cq->cq. Every core call on the endpoint, the host
+ * provider's included, holds ep->proto_lock (0 free, 1 held; taken with
+ * xpu_cas_u32, released with a release store). tx_cq and rx_cq are the same
+ * XPU CQ (or one is NULL); counters bound to the EP are advanced by device
+ * CQ reads as the core completes operations, never by the NIC.
+ *   tagged send/recv           proto_send / proto_recv with FI_TAGGED;
+ *   atomics                    proto's atomics; the destination is the same
+ *                              efa_xpu_peer as on efa-direct, mapped to the
+ *                              core's peer with proto_peer_lookup(ahn, qpn);
+ *                              desc is efa_xpu_desc, its key serving as
+ *                              lkey and (rendezvous) rkey: an EFA MR has one
+ *                              key for both.
  */
 #ifndef XPUFAB_DEVICE_EFA_XPU_HANDLES_H_
 #define XPUFAB_DEVICE_EFA_XPU_HANDLES_H_
@@ -63,6 +83,7 @@ extern "C" {
 #define EFA_XPU_EP_CAP_RDMA_READ (1u << 0)
 #define EFA_XPU_EP_CAP_RDMA_WRITE (1u << 1)
 #define EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV (1u << 2)
+#define EFA_XPU_EP_CAP_PROTO (1u << 3) /* the `efa` fabric: ep->proto is set */
 
 /* fi_av_lookup2(FI_XPU) output: the address a WQE needs (av_addr_size = 8). */
 struct efa_xpu_peer {
@@ -88,6 +109,7 @@ struct efa_xpu_av_entry {
 
 struct efa_xpu_cq;
 struct efa_xpu_cntr;
+struct proto_ep;
 
 struct efa_xpu_ep {
   struct fid_xpu_ep fid;
@@ -118,6 +140,10 @@ struct efa_xpu_ep {
   struct efa_xpu_av_entry *av;
   uint32_t av_count;
   uint32_t av_pad;
+  /* The protocol fabric only (EFA_XPU_EP_CAP_PROTO), else NULL / 0. */
+  struct proto_ep *proto;
+  uint32_t proto_lock;
+  uint32_t proto_pad;
 };
 
 struct efa_xpu_cq {
@@ -134,6 +160,9 @@ struct efa_xpu_cq {
   uint32_t err_pending;
   uint32_t stale_cqes;  /* CQEs dropped because they named no outstanding request */
   struct efa_comp err;
+  /* What fi_cq_err_entry adds for a staged protocol-core error (0 otherwise). */
+  uint64_t err_tag;
+  uint64_t err_olen;
 };
 
 struct efa_xpu_cntr {
