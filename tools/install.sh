@@ -7,8 +7,9 @@
 #   PREFIX/lib/.debug/libfabric.so.1.debug: its debug info, found by gdb through the debug link
 #   PREFIX/include/xpufab/efa_xpu/*.h: the efa device calls rdma/fi_xpu_device_efa.h
 #     includes as <xpufab/efa_xpu/...> (their presence turns them on in rdma/fi_xpu_device.h)
-#   PREFIX/include/xpufab/{device,device/runtime}/*.h: the data path they build on, included
-#     as "device/..." (xpufab.pc puts include and include/xpufab on the path)
+#   PREFIX/include/xpufab/{device,device/runtime,api/proto}/*.h: the data path and the protocol
+#     core they build on, included as "device/..." and "api/proto/..." (xpufab.pc puts include
+#     and include/xpufab on the path)
 # Usage: bazel run //tools:install -- PREFIX
 # A relative PREFIX is taken relative to the directory bazel was run from.
 set -euo pipefail
@@ -40,18 +41,20 @@ mkdir -p "$prefix/include/rdma" "$prefix/lib/pkgconfig"
   mkdir -p "$prefix/include/rdma/$(dirname "$h")"
   install -m 0644 "$headers/$h" "$prefix/include/rdma/$h"
 done
-for d in device device/runtime efa_xpu; do
+for d in device device/runtime efa_xpu api/proto; do
   mkdir -p "$prefix/include/xpufab/$d"
 done
 for h in device/efa_completion.h device/efa_cq.h device/efa_dp.h device/efa_dp_ring.h \
          device/efa_io_defs.h device/efa_io_status.h device/efa_rq.h device/efa_sq.h \
          device/efa_wr.h device/xpu_func.h device/xpu_prims.h device/xpu_prims_cuda.h \
          device/xpu_prims_host.h device/runtime/xpu_host_abi.h device/runtime/xpu_scope.h \
-         device/runtime/xpu_scope_cuda.h device/runtime/xpu_scope_host.h; do
+         device/runtime/xpu_scope_cuda.h device/runtime/xpu_scope_host.h \
+         api/proto/amo.h api/proto/atomic.h api/proto/core.h api/proto/ep.h api/proto/match.h \
+         api/proto/msg.h api/proto/proto.h api/proto/wire.h; do
   [ -e "$h" ] || { echo "install: $h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "$h" "$prefix/include/xpufab/$h"
 done
-for h in check.h cntr.h cq.h efa_xpu.h handles.h post.h; do
+for h in atomics.h check.h cntr.h cq.h efa_xpu.h handles.h post.h proto_ep.h tagged.h; do
   [ -e "device/efa_xpu/$h" ] || { echo "install: device/efa_xpu/$h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "device/efa_xpu/$h" "$prefix/include/xpufab/efa_xpu/$h"
 done

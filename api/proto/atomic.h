@@ -10,7 +10,10 @@
  *   4 / 8 bytes   xpu_fetch_add for FI_SUM on integers, otherwise a CAS loop
  *   1 / 2 bytes   a CAS loop on the aligned 32-bit word holding the element
  *                 (no 8/16-bit CAS on GPUs); the neighbours are rewritten with
- *                 the value just read, so they are never lost
+ *                 the value just read, so they are never lost. That whole word
+ *                 is accessed, so it must be addressable: always true of a
+ *                 memory region (an aligned word never crosses a page), not
+ *                 of a C object whose last byte is the element
  *   16 bytes      a CAS loop on xpu_cas_u128, where XPU_HAVE_CAS_U128 says the
  *                 target has a 16-byte CAS (x86-64 cmpxchg16b, sm_90
  *                 atom.cas.b128): FI_INT128, FI_UINT128, FI_DOUBLE_COMPLEX

@@ -73,6 +73,8 @@ XPU_FUNC void proto_layout(struct proto_carve *k, const struct proto_config *c, 
   uint8_t *uxd = (uint8_t *)proto_carve_take(k, (uint64_t)c->max_unexp * proto_eager_max(c, d));
   struct proto_comp *comps = (struct proto_comp *)proto_carve_take(k, sizeof(struct proto_comp) * c->ncomp);
   struct proto_mr *mrs = (struct proto_mr *)proto_carve_take(k, sizeof(struct proto_mr) * PROTO_MAX_MR);
+  struct proto_orphan *orphans =
+      (struct proto_orphan *)proto_carve_take(k, sizeof(struct proto_orphan) * proto_rx_buffers(c));
   const uint64_t nmatch = (uint64_t)c->max_ops + c->max_unexp;
   struct proto_match_entry *tm = (struct proto_match_entry *)proto_carve_take(k, sizeof(*tm) * nmatch);
   struct proto_match_entry *um = (struct proto_match_entry *)proto_carve_take(k, sizeof(*um) * nmatch);
@@ -86,6 +88,7 @@ XPU_FUNC void proto_layout(struct proto_carve *k, const struct proto_config *c, 
   ep->unexp_data = uxd;
   ep->comps = comps;
   ep->mrs = mrs;
+  ep->orphans = orphans;
   ep->tm_pool = tm;
   ep->um_pool = um;
 }
@@ -125,7 +128,7 @@ XPU_FUNC int proto_ep_init(struct proto_ep *ep, const struct proto_config *c, co
                            size_t mem_len, void *bounce, uint32_t bounce_lkey) {
   if (!ep || !c || !d || !mem || !bounce) return -FI_EINVAL;
   if (c->max_peers == 0 || c->max_peers > 0xfffeu || c->credits < 2 || !proto_is_pow2(c->credits) ||
-      c->ntx <= PROTO_TX_RESERVE || c->max_ops == 0 || !proto_is_pow2(c->ncomp) || c->ncomp < 4)
+      c->ntx <= PROTO_TX_RESERVE || c->max_ops == 0 || c->max_ops > 0xffffu || !proto_is_pow2(c->ncomp) || c->ncomp < 4)
     return -FI_EINVAL;
   if (d->mtu <= sizeof(struct proto_hdr) + 8 || d->mtu > 65535u || d->max_sq_sge < 1) return -FI_EINVAL;
   if (proto_rx_buffers(c) > d->rq.num_entries) return -FI_EINVAL;
@@ -167,6 +170,7 @@ XPU_FUNC int proto_ep_init(struct proto_ep *ep, const struct proto_config *c, co
   ep->tx_free = 0;
   ep->tx_free_count = c->ntx;
   ep->txq.head = ep->txq.tail = PROTO_NONE;
+  for (uint32_t i = 0; i < c->max_peers; ++i) ep->peers[i].q.head = ep->peers[i].q.tail = PROTO_NONE;
   const uint32_t ux_max = proto_eager_max(c, d);
   for (uint32_t i = 0; i < c->max_unexp; ++i) {
     memset(&ep->unexp[i], 0, sizeof(ep->unexp[i]));
@@ -215,7 +219,50 @@ XPU_FUNC int proto_peer_add(struct proto_ep *ep, uint16_t ahn, uint16_t qpn, uin
   p->in_use = 1;
   p->src_at_peer = PROTO_ADDR_UNKNOWN;
   p->tx_credits = ep->cfg.credits;
+  p->q.head = p->q.tail = PROTO_NONE;
   *idx_p = free_idx;
+  return 0;
+}
+
+XPU_FUNC int proto_peer_valid(const struct proto_ep *ep, uint32_t peer) {
+  return ep && peer < ep->cfg.max_peers && ep->peers[peer].in_use;
+}
+
+/*
+ * Removes a peer (fi_av_remove). 0; -FI_EINVAL for no such peer; -FI_EBUSY
+ * while anything of or for it is waiting here (queued or held packets,
+ * operations naming it): progress and retry, or keep it.
+ * Its credits and packet numbers start afresh if it is added again, so both
+ * sides must remove each other.
+ */
+XPU_FUNC int proto_peer_remove(struct proto_ep *ep, uint32_t peer) {
+  if (!proto_peer_valid(ep, peer)) return -FI_EINVAL;
+  const struct proto_peer *p = &ep->peers[peer];
+  if (p->q.count || (p->in_use & 2u)) return -FI_EBUSY;
+  for (uint32_t i = 0; i < ep->cfg.credits; ++i)
+    if (p->held[i]) return -FI_EBUSY;
+  for (uint32_t i = 0; i < ep->cfg.max_ops; ++i) {
+    const struct proto_op *o = &ep->ops[i];
+    /* A posted receive names no peer until it matched. */
+    if (o->kind != PROTO_K_FREE && o->peer == peer && !(o->kind == PROTO_K_RECV && o->state == PROTO_S_POSTED))
+      return -FI_EBUSY;
+  }
+  ep->peers[peer].in_use = 0;
+  if (ep->last_peer == peer) ep->last_peer = PROTO_NONE;
+  return 0;
+}
+
+/*
+ * proto_peer_add for a peer whose GID is known too: packets it sent before it
+ * was added, while we had no AH for it, are then handled (PROTO_DEV_CQ_SGID).
+ */
+XPU_FUNC int proto_peer_add_gid(struct proto_ep *ep, uint16_t ahn, uint16_t qpn, uint32_t qkey, const uint8_t gid[16],
+                                uint32_t *idx_p) {
+  if (!gid) return -FI_EINVAL;
+  const int rc = proto_peer_add(ep, ahn, qpn, qkey, idx_p);
+  if (rc) return rc;
+  memcpy(ep->peers[*idx_p].gid, gid, 16);
+  ep->peers[*idx_p].has_gid = 1;
   return 0;
 }
 
@@ -237,10 +284,6 @@ XPU_FUNC uint32_t proto_peer_lookup(struct proto_ep *ep, uint16_t ahn, uint16_t 
     }
   }
   return PROTO_NONE;
-}
-
-XPU_FUNC int proto_peer_valid(const struct proto_ep *ep, uint32_t peer) {
-  return ep && peer < ep->cfg.max_peers && ep->peers[peer].in_use;
 }
 
 /* ---- local memory regions atomics may target ------------------------------------------------ */
@@ -425,22 +468,34 @@ XPU_FUNC int proto_tx_emit(struct proto_ep *ep, uint32_t t) {
   return 0;
 }
 
-/* Sends t now if nothing waits before it, else queues it behind what waits (order is kept). */
+/*
+ * Sends t now if nothing to its peer waits before it, else queues it behind
+ * what waits (the peer's order is kept; other peers are not held up).
+ */
 XPU_FUNC void proto_tx_submit(struct proto_ep *ep, uint32_t t) {
-  if (ep->txq.count == 0 && proto_tx_emit(ep, t) == 0) return;
+  struct proto_fifo *q = &ep->peers[ep->tx[t].peer].q;
+  if (q->count == 0 && proto_tx_emit(ep, t) == 0) return;
   ep->tx[t].next = PROTO_NONE;
-  if (ep->txq.count) ep->tx[ep->txq.tail].next = t;
-  else ep->txq.head = t;
-  ep->txq.tail = t;
+  if (q->count) ep->tx[q->tail].next = t;
+  else q->head = t;
+  q->tail = t;
+  q->count++;
   ep->txq.count++;
 }
 
 XPU_FUNC void proto_tx_run(struct proto_ep *ep) {
-  while (ep->txq.count) {
-    const uint32_t t = ep->txq.head;
-    if (proto_tx_emit(ep, t)) break;
-    ep->txq.head = ep->tx[t].next;
-    if (--ep->txq.count == 0) ep->txq.head = ep->txq.tail = PROTO_NONE;
+  for (uint32_t i = 0; i < ep->cfg.max_peers && ep->txq.count; ++i) {
+    struct proto_fifo *q = &ep->peers[i].q;
+    while (q->count) {
+      const uint32_t t = q->head;
+      if (proto_tx_emit(ep, t)) {
+        if (ep->peers[i].tx_credits) return; /* the SQ is full: nobody gets further now */
+        break;                              /* this peer owes us credits: the next one */
+      }
+      q->head = ep->tx[t].next;
+      if (--q->count == 0) q->head = q->tail = PROTO_NONE;
+      ep->txq.count--;
+    }
   }
   uint32_t n = ep->opq_count;
   while (n--) {
@@ -555,24 +610,9 @@ XPU_FUNC void proto_rx_deliver(struct proto_ep *ep, uint32_t peer) {
   proto_credit_maybe(ep, peer);
 }
 
-XPU_FUNC void proto_rx_complete(struct proto_ep *ep, const struct efa_dp_cqe *c) {
-  uint64_t ctx = 0;
-  if (efa_rq_complete(&ep->rq, c->req_id, &ctx)) return;
-  const uint32_t b = (uint32_t)ctx;
-  if (c->status != EFA_IO_COMP_STATUS_OK) {
-    ep->stats.rx_errors++;
-    /* A flushed buffer belongs to a QP going away; anything else is reposted. */
-    if (c->status != EFA_IO_COMP_STATUS_FLUSHED) proto_rx_post(ep, b);
-    return;
-  }
+/* A well-formed packet in buffer b from `peer`: credits now, then in the peer's order. */
+XPU_FUNC void proto_rx_accept(struct proto_ep *ep, uint32_t b, uint32_t peer) {
   const struct proto_hdr *h = (const struct proto_hdr *)proto_rxbuf(ep, b);
-  const uint32_t peer = proto_peer_lookup(ep, c->ah, c->src_qp);
-  if (peer == PROTO_NONE || c->byte_len < sizeof(*h) || h->version != PROTO_WIRE_VERSION ||
-      h->len > c->byte_len - sizeof(*h)) {
-    ep->stats.unknown_src++;
-    proto_rx_post(ep, b);
-    return;
-  }
   ep->stats.rx_packets++;
   struct proto_peer *p = &ep->peers[peer];
   p->tx_credits += h->credits;
@@ -590,6 +630,76 @@ XPU_FUNC void proto_rx_complete(struct proto_ep *ep, const struct efa_dp_cqe *c)
   if (ahead) ep->stats.reordered++;
   p->held[h->seq & (ep->cfg.credits - 1)] = b + 1;
   if (!ahead) proto_rx_deliver(ep, peer);
+}
+
+XPU_FUNC void proto_rx_complete(struct proto_ep *ep, const struct efa_dp_cqe *c) {
+  uint64_t ctx = 0;
+  if (efa_rq_complete(&ep->rq, c->req_id, &ctx)) return;
+  const uint32_t b = (uint32_t)ctx;
+  if (c->status != EFA_IO_COMP_STATUS_OK) {
+    ep->stats.rx_errors++;
+    /* A flushed buffer belongs to a QP going away; anything else is reposted. */
+    if (c->status != EFA_IO_COMP_STATUS_FLUSHED) proto_rx_post(ep, b);
+    return;
+  }
+  const struct proto_hdr *h = (const struct proto_hdr *)proto_rxbuf(ep, b);
+  if (c->byte_len < sizeof(*h) || h->version != PROTO_WIRE_VERSION || h->len > c->byte_len - sizeof(*h)) {
+    ep->stats.unknown_src++;
+    proto_rx_post(ep, b);
+    return;
+  }
+  const uint32_t peer = proto_peer_lookup(ep, c->ah, c->src_qp);
+  if (peer != PROTO_NONE) {
+    proto_rx_accept(ep, b, peer);
+    return;
+  }
+  const int with_gid = c->ah == EFA_IO_AH_UNKNOWN && (ep->dev.caps & PROTO_DEV_CQ_SGID);
+  if (c->ah == EFA_IO_AH_UNKNOWN && !with_gid) {
+    /* No AH for the sender and no GID in the CQE: nobody can ever say who sent it. */
+    ep->stats.unknown_src++;
+    proto_rx_post(ep, b);
+    return;
+  }
+  /*
+   * A sender that is not a peer yet (it added us before we added it): the
+   * packet waits, unposted, until proto_peer_add(_gid) names it. Each waiting
+   * packet holds a distinct buffer, so nrx entries always suffice.
+   */
+  struct proto_orphan *o = &ep->orphans[ep->norphans++];
+  o->buf = b;
+  o->ah = c->ah;
+  o->qpn = c->src_qp;
+  o->has_gid = (uint32_t)with_gid;
+  if (with_gid) memcpy(o->gid, c->raw.u.src_addr, 16);
+  ep->stats.orphans++;
+}
+
+XPU_FUNC int proto_same_gid(const uint8_t *x, const uint8_t *y) {
+  for (int i = 0; i < 16; ++i)
+    if (x[i] != y[i]) return 0;
+  return 1;
+}
+
+/* The peer an orphan's sender has become, or PROTO_NONE. */
+XPU_FUNC uint32_t proto_orphan_peer(struct proto_ep *ep, const struct proto_orphan *o) {
+  if (!o->has_gid) return proto_peer_lookup(ep, o->ah, o->qpn);
+  for (uint32_t i = 0; i < ep->cfg.max_peers; ++i) {
+    const struct proto_peer *p = &ep->peers[i];
+    if (p->in_use && p->has_gid && p->qpn == o->qpn && proto_same_gid(p->gid, o->gid)) return i;
+  }
+  return PROTO_NONE;
+}
+
+/* Packets of senders that have become peers since they arrived, in arrival order. */
+XPU_FUNC void proto_rx_adopt(struct proto_ep *ep) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < ep->norphans; ++i) {
+    const struct proto_orphan o = ep->orphans[i];
+    const uint32_t peer = proto_orphan_peer(ep, &o);
+    if (peer == PROTO_NONE) ep->orphans[k++] = o;
+    else proto_rx_accept(ep, o.buf, peer);
+  }
+  ep->norphans = k;
 }
 
 XPU_FUNC void proto_tx_complete(struct proto_ep *ep, const struct efa_dp_cqe *c) {
@@ -629,6 +739,7 @@ XPU_FUNC int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max
     for (uint32_t i = 0; i < ep->cfg.max_peers && ep->stalled; ++i)
       if (ep->peers[i].in_use & 2u) proto_rx_deliver(ep, i);
   }
+  if (ep->norphans) proto_rx_adopt(ep);
   for (int n = 0; n < PROTO_CQ_BUDGET && proto_comp_room(ep) >= PROTO_COMP_HEADROOM; ++n) {
     struct efa_dp_cqe c;
     if (efa_cq_poll(&ep->cq, &c)) break;

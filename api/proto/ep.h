@@ -38,6 +38,7 @@ extern "C" {
 
 /* Device capabilities the core cares about. */
 #define PROTO_DEV_RDMA_READ (1u << 0)
+#define PROTO_DEV_CQ_SGID (1u << 1) /* RX CQEs of senders without an AH carry their GID */
 
 /* What the backend reports for the QP the endpoint runs on (efadv_query_qp_wqs / query_cq). */
 struct proto_dev {
@@ -101,6 +102,13 @@ struct proto_am_entry {
   void *arg;
 };
 
+/* A simple FIFO of pool indices linked through the entries' `next`. */
+struct proto_fifo {
+  uint32_t head;
+  uint32_t tail;
+  uint32_t count;
+};
+
 struct proto_peer {
   uint16_t ahn;
   uint16_t qpn;
@@ -108,9 +116,12 @@ struct proto_peer {
   uint32_t in_use;
   uint16_t src_at_peer; /* our index in the peer's table, PROTO_ADDR_UNKNOWN if not agreed */
   uint16_t reserved;
+  uint32_t has_gid;
+  uint8_t gid[16];
   /* Transmit side. */
   uint32_t tx_credits; /* packets we may still send the peer */
   uint32_t tx_seq;     /* next packet number */
+  struct proto_fifo q; /* transmit buffers waiting for credits, in order */
   /* Receive side. */
   uint32_t rx_next; /* next packet number to handle */
   uint32_t owed;    /* credits to give back */
@@ -203,17 +214,19 @@ struct proto_unexp {
   uint32_t reserved;
 };
 
+/* A packet from a sender not in the peer table yet. */
+struct proto_orphan {
+  uint32_t buf;
+  uint16_t ah;  /* EFA_IO_AH_UNKNOWN when we had no AH for the sender */
+  uint16_t qpn;
+  uint32_t has_gid;
+  uint8_t gid[16]; /* the CQE's source GID when ah is unknown (PROTO_DEV_CQ_SGID) */
+};
+
 /* Work-request contexts: what a CQE's request id stands for. */
 #define PROTO_WRC_TX 1u   /* a SEND from transmit buffer `index` */
 #define PROTO_WRC_READ 2u /* an RDMA read of op `index` */
 #define PROTO_WRC(kind, index) (((uint64_t)(kind) << 32) | (uint32_t)(index))
-
-/* A simple FIFO of pool indices linked through the entries' `next`. */
-struct proto_fifo {
-  uint32_t head;
-  uint32_t tail;
-  uint32_t count;
-};
 
 struct proto_stats {
   uint64_t tx_packets;
@@ -222,6 +235,7 @@ struct proto_stats {
   uint64_t credit_stalls; /* transmit waited for credits */
   uint64_t reordered;     /* packets that arrived ahead of an earlier one */
   uint64_t unknown_src;   /* packets from no peer in the table, dropped */
+  uint64_t orphans;       /* packets that waited for their sender to become a peer */
   uint64_t rx_errors;     /* receive completions with an error status */
   uint64_t tx_errors;     /* send / read completions with an error status */
   uint64_t rdma_reads;    /* rendezvous RDMA reads issued */
@@ -248,7 +262,7 @@ struct proto_ep {
   struct proto_txbuf *tx;
   uint32_t tx_free;
   uint32_t tx_free_count;
-  struct proto_fifo txq;      /* transmit buffers waiting for credits or SQ space */
+  struct proto_fifo txq;      /* count: transmit buffers waiting in the peers' queues */
   uint32_t *opq;              /* ops with more to transmit (rendezvous push, reads), ring */
   uint32_t opq_head, opq_count;
   struct proto_unexp *unexp;
@@ -261,6 +275,8 @@ struct proto_ep {
   struct proto_mr *mrs;
   uint32_t nmr, max_mr;
   uint32_t last_peer; /* lookup cache */
+  struct proto_orphan *orphans;
+  uint32_t norphans;
   struct proto_stats stats;
   /* Tag matching (tagged receives) and the same lists for untagged ones (tag 0, no ignore bits). */
   struct proto_match tm;

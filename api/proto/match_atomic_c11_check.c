@@ -24,7 +24,7 @@ int proto_c11_check_match(void) {
 }
 
 int proto_c11_check_atomic(void) {
-  uint8_t bytes[4] = {1, 2, 3, 4};
+  _Alignas(4) uint8_t bytes[4] = {1, 2, 3, 4};
   uint64_t word = 5;
   float cx[2] = {1.0f, 2.0f};
   const uint8_t add8 = 250;

@@ -22,6 +22,7 @@
 #include "device/xpu_func.h"
 #include "xpufab/efa_xpu/check.h"
 #include "xpufab/efa_xpu/handles.h"
+#include "xpufab/efa_xpu/proto_ep.h"
 
 /* The EP of a CQE's local QP, or NULL. */
 XPU_DEVICE_FUNC struct efa_xpu_ep *efa_xpu_cq_ep_(struct efa_xpu_cq *c, uint32_t qpn) {
@@ -85,6 +86,10 @@ XPU_DEVICE_FUNC int64_t efa_xpu_cq_poll_(struct efa_xpu_cq *c, void *buf, size_t
   int64_t rc = 0;
   if (xpu_load_acquire_u32(&c->err_pending)) {
     rc = -FI_EAVAIL;
+  } else if (efa_xpu_cq_is_proto_(c)) {
+    /* The protocol core owns these EPs' CQ ring: its completions, not CQEs. */
+    n = efa_xpu_proto_cq_poll_(c, buf, count, src);
+    if (n < 0) rc = n;
   } else {
     struct efa_dp_cqe q;
     struct efa_comp x;
@@ -163,6 +168,8 @@ XPU_DEVICE_FUNC int64_t efa_xpu_cq_readerr(struct fid_xpu_cq *cq, void *buf, uin
     if (efa_xpu_trylock_(&c->err_lock)) {
       if (xpu_load_acquire_u32(&c->err_pending)) {
         efa_comp_write_err(&c->err, (struct fi_cq_err_entry *)buf);
+        ((struct fi_cq_err_entry *)buf)->tag = c->err_tag;
+        ((struct fi_cq_err_entry *)buf)->olen = (size_t)c->err_olen;
         xpu_store_release_u32(&c->err_pending, 0u);
         rc = 1;
       }

@@ -44,8 +44,15 @@
  *                          spin until the queue has room instead of
  *                          returning -FI_EAGAIN (what upstream kernels
  *                          expect); someone must keep polling the CQ.
- *   tsend/trecv, atomics   -FI_ENOSYS (efa-direct has neither; the context
- *                          query advertises neither).
+ *   tsend/trecv            on the protocol fabric `efa` (an EP exported
+ *                          with EFA_XPU_EP_CAP_PROTO): tag matching through
+ *                          the protocol core, see tagged.h; its CQ reads
+ *                          progress the core and return tagged entries
+ *                          (proto_ep.h). -FI_ENOSYS on efa-direct, which has
+ *                          no tags.
+ *   atomics                the same, through the core's atomics executed
+ *                          at the target (atomics.h); -FI_ENOSYS on
+ *                          efa-direct.
  *   cq_read/readfrom       entries > 0 in the CQ's format, exactly as the
  *                          host fi_cq_read fills them (op_context; flags
  *                          FI_MSG|FI_SEND, FI_RMA|FI_WRITE, FI_RMA|FI_READ,
@@ -88,9 +95,12 @@
 #ifndef XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_
 #define XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_
 
+#include "xpufab/efa_xpu/atomics.h"
 #include "xpufab/efa_xpu/cntr.h"
 #include "xpufab/efa_xpu/cq.h"
 #include "xpufab/efa_xpu/handles.h"
 #include "xpufab/efa_xpu/post.h"
+#include "xpufab/efa_xpu/proto_ep.h"
+#include "xpufab/efa_xpu/tagged.h"
 
 #endif /* XPUFAB_DEVICE_EFA_XPU_EFA_XPU_H_ */

@@ -1,8 +1,9 @@
 /*
  * efa_xpu/post.h - the efa device posts: send, write, read and recv at every
  * scope, each member of the scope posting its own operation with one slot
- * claim and one doorbell for the group (see efa_xpu.h), and the calls
- * efa-direct does not offer (tagged, atomics). Valid C11, C++17 and CUDA.
+ * claim and one doorbell for the group (see efa_xpu.h). Tagged calls and
+ * atomics go through the protocol core: tagged.h, atomics.h. Valid C11,
+ * C++17 and CUDA.
  */
 #ifndef XPUFAB_DEVICE_EFA_XPU_POST_H_
 #define XPUFAB_DEVICE_EFA_XPU_POST_H_
@@ -262,46 +263,6 @@ XPU_DEVICE_FUNC int efa_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, v
   xpu_scope_barrier(scope);
   if (leader && total) efa_dp_ring_publish(ring, first, total, defer);
   return my_rc;
-}
-
-XPU_DEVICE_FUNC int efa_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-                                  void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope) {
-  (void)ep, (void)buf, (void)len, (void)desc, (void)data, (void)dest_addr, (void)tag, (void)context,
-      (void)flags, (void)scope;
-  return -FI_ENOSYS;
-}
-
-XPU_DEVICE_FUNC int efa_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr,
-                                  uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope) {
-  (void)ep, (void)buf, (void)len, (void)desc, (void)src_addr, (void)tag, (void)ignore, (void)context,
-      (void)flags, (void)scope;
-  return -FI_ENOSYS;
-}
-
-XPU_DEVICE_FUNC int efa_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr,
-                                   uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags,
-                                   int scope) {
-  (void)ep, (void)buf, (void)count, (void)desc, (void)dest_addr, (void)addr, (void)key, (void)datatype, (void)op,
-      (void)context, (void)flags, (void)scope;
-  return -FI_ENOSYS;
-}
-
-XPU_DEVICE_FUNC int efa_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result,
-                                         void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype,
-                                         int op, void *context, uint64_t flags, int scope) {
-  (void)ep, (void)buf, (void)count, (void)desc, (void)result, (void)result_desc, (void)dest_addr, (void)addr,
-      (void)key, (void)datatype, (void)op, (void)context, (void)flags, (void)scope;
-  return -FI_ENOSYS;
-}
-
-XPU_DEVICE_FUNC int efa_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc,
-                                           const void *compare, void *compare_desc, void *result, void *result_desc,
-                                           void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op,
-                                           void *context, uint64_t flags, int scope) {
-  (void)ep, (void)buf, (void)count, (void)desc, (void)compare, (void)compare_desc, (void)result,
-      (void)result_desc, (void)dest_addr, (void)addr, (void)key, (void)datatype, (void)op, (void)context,
-      (void)flags, (void)scope;
-  return -FI_ENOSYS;
 }
 
 #endif /* XPUFAB_DEVICE_EFA_XPU_POST_H_ */

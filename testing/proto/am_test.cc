@@ -195,6 +195,77 @@ TEST_F(Pair, AHandlerThatAsksToWaitSeesTheSameMessageAgainAndOrderHolds) {
   EXPECT_EQ(a.ep()->stats.tx_errors, 0u);
 }
 
+// A sender that added us before we added it: its packets wait for proto_peer_add, then arrive
+// in its order. (In one process both share a GID, so here the AH is known; the two-process test
+// covers a sender whose GID has no AH yet.)
+TEST(Orphans, PacketsFromASenderNotYetAPeerWaitForIt) {
+  Stack stack;
+  ASSERT_EQ(stack.open(), 0);
+  Node a(&stack), b(&stack), c(&stack);
+  proto_config cfg;
+  proto_config_default(&cfg);
+  cfg.max_peers = 4;
+  cfg.credits = 16;
+  ASSERT_EQ(a.open(cfg), 0);
+  ASSERT_EQ(b.open(cfg), 0);
+  ASSERT_EQ(c.open(cfg), 0);
+  uint32_t a_to_b = 0, b_to_c = 0, b_to_a = 0;
+  ASSERT_EQ(a.add_peer(b.address(), &a_to_b), 0);
+  ASSERT_EQ(b.add_peer(c.address(), &b_to_c), 0);
+  Sink at_b{b.ep()};
+  ASSERT_EQ(proto_am_set_handler(b.ep(), kStream, Sink::on_stream, &at_b), 0);
+  const uint32_t n = 12;
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(send_stream(a.ep(), a_to_b, i, 500), 0);
+  ASSERT_TRUE(pump({&a, &b}, [&] { return b.ep()->norphans == n; }));
+  EXPECT_EQ(at_b.received, 0u);
+  ASSERT_EQ(b.add_peer(a.address(), &b_to_a), 0);
+  ASSERT_TRUE(pump({&a, &b}, [&] { return at_b.received == n; }));
+  EXPECT_EQ(at_b.out_of_order, 0u);
+  EXPECT_EQ(at_b.bad, 0u);
+  EXPECT_EQ(b.ep()->norphans, 0u);
+  EXPECT_EQ(a.ep()->stats.tx_errors, 0u);
+}
+
+// A peer that stops progressing holds up only the packets to it, not those to others.
+TEST(Fairness, AStalledPeerDoesNotHoldUpOthers) {
+  Stack stack;
+  ASSERT_EQ(stack.open(), 0);
+  Node a(&stack), b(&stack), c(&stack);
+  proto_config cfg;
+  proto_config_default(&cfg);
+  cfg.max_peers = 4;
+  cfg.credits = 16;
+  ASSERT_EQ(a.open(cfg), 0);
+  ASSERT_EQ(b.open(cfg), 0);
+  ASSERT_EQ(c.open(cfg), 0);
+  uint32_t a_to_b = 0, a_to_c = 0, unused = 0;
+  ASSERT_EQ(a.add_peer(b.address(), &a_to_b), 0);
+  ASSERT_EQ(a.add_peer(c.address(), &a_to_c), 0);
+  ASSERT_EQ(b.add_peer(a.address(), &unused), 0);
+  ASSERT_EQ(c.add_peer(a.address(), &unused), 0);
+  Sink at_b{b.ep()}, at_c{c.ep()};
+  ASSERT_EQ(proto_am_set_handler(b.ep(), kStream, Sink::on_stream, &at_b), 0);
+  ASSERT_EQ(proto_am_set_handler(c.ep(), kStream, Sink::on_stream, &at_c), 0);
+  // B never progresses: most of these wait in A for credits.
+  for (uint32_t i = 0; i < 100; ++i) ASSERT_EQ(send_stream(a.ep(), a_to_b, i, 200), 0);
+  uint32_t sent = 0;
+  ASSERT_TRUE(pump({&a, &c}, [&] {
+    while (sent < 100 && send_stream(a.ep(), a_to_c, sent, 200) == 0) ++sent;
+    return at_c.received == 100;
+  }));
+  EXPECT_EQ(at_c.out_of_order, 0u);
+  EXPECT_GT(a.ep()->txq.count, 0u);
+  EXPECT_EQ(proto_peer_remove(a.ep(), a_to_b), -FI_EBUSY);
+  // Once B progresses its packets follow, in order.
+  ASSERT_TRUE(pump({&a, &b, &c}, [&] { return at_b.received == 100 && proto_ep_idle(a.ep()); }));
+  EXPECT_EQ(at_b.out_of_order, 0u);
+  EXPECT_EQ(at_b.bad, 0u);
+  // Nothing waits for it any more: the peer can go, and then it is unknown.
+  EXPECT_EQ(proto_peer_remove(a.ep(), a_to_b), 0);
+  EXPECT_EQ(send_stream(a.ep(), a_to_b, 0, 200), -FI_EINVAL);
+  EXPECT_EQ(proto_peer_remove(a.ep(), a_to_b), -FI_EINVAL);
+}
+
 // The control for the test above: SENDs posted past the receiver's buffers, with no credits,
 // do end in RNR on this QP configuration.
 TEST_F(Pair, FloodingWithoutCreditsEndsInRnr) {

@@ -40,6 +40,7 @@ int Node::open(const proto_config& cfg, uint32_t sq_depth, uint8_t rnr_retry) {
   const uint32_t nrx = proto_rx_buffers(&cfg);
   backend::CqInitAttr ca;
   ca.entries = sq_depth + nrx;
+  ca.with_sgid = (at.device_caps & backend::kCapCqWithSgid) != 0;
   rc = d->create_cq(ca, &cq_);
   if (rc) return rc;
   backend::QpInitAttr qa;
@@ -83,7 +84,8 @@ int Node::open(const proto_config& cfg, uint32_t sq_depth, uint8_t rnr_retry) {
   pd.max_rq_sge = 1;
   pd.mtu = at.mtu;
   pd.max_rdma_size = at.max_rdma_size;
-  pd.caps = (at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u;
+  pd.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
+            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
   bounce_len_ = proto_bounce_size(&cfg, &pd);
   bounce_ = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len_ + 4095) / 4096 * 4096));
   if (!bounce_) return -ENOMEM;
@@ -117,7 +119,7 @@ int Node::add_peer(const NodeAddress& a, uint32_t* peer) {
     if (rc) return rc;
     ahs_.emplace_back(g, ah);
   }
-  return proto_peer_add(&ep_, ah->ahn(), static_cast<uint16_t>(a.qpn), a.qkey, peer);
+  return proto_peer_add_gid(&ep_, ah->ahn(), static_cast<uint16_t>(a.qpn), a.qkey, a.gid, peer);
 }
 
 int Node::reg(void* p, size_t len, uint32_t* lkey, uint32_t* rkey) {

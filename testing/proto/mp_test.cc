@@ -21,8 +21,11 @@ using xpufab::testing::wait_exit;
 const char kPeer[] = "testing/proto/proto_peer";
 
 std::vector<std::string> env_for(const std::string& fabric, const std::string& tag, const std::string& extra) {
+  // A generous unresponsive-peer timeout: on a loaded 2-core machine a 4 MiB RDMA read over UDP
+  // can take longer than the device's own timeout allows.
   std::vector<std::string> env = {"FI_EFA_EMU_SHM_DIR=" + tmpdir(),
-                                  "FI_EFA_EMU_FABRIC_KEY=proto-" + tag + "-" + std::to_string(getpid())};
+                                  "FI_EFA_EMU_FABRIC_KEY=proto-" + tag + "-" + std::to_string(getpid()),
+                                  "FI_EFA_EMU_TIMEOUT_MS=60000"};
   if (fabric == "udp") {
     env.push_back("FI_EFA_EMU_FABRIC=udp");
     env.push_back("FI_EFA_EMU_UDP_ADDR=127.0.0.1");

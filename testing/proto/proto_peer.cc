@@ -4,8 +4,9 @@
 //   proto_peer server|client PORT NPROCS am
 //     Two processes. Each streams active messages to the other (sequence numbers and patterns
 //     checked at the receiver, which must see them in order), then an echo of every AM size.
-//     The server does not progress for the first 300 ms: the client's packets wait for credits
-//     and none may fail (the QPs run without RNR retry, so an RNR would be an error).
+//     The server neither progresses nor knows the client for the first 300 ms: the client's
+//     first packets wait at the server for their sender to become a peer, the rest wait for
+//     credits, and none may fail (the QPs run without RNR retry, so an RNR would be an error).
 //   proto_peer server|client PORT NPROCS tag
 //     Two processes. The client sends tagged messages (several tags, the same tag repeatedly,
 //     a 4 MiB one) and untagged ones (a 4 MiB one); the server posts its receives only after
@@ -101,7 +102,13 @@ proto_comp take(World& w, uint64_t ctx) {
   return out;
 }
 
-void setup(World& w, bool server, uint16_t port, int nprocs, uint64_t word_addr) {
+void add_peers(World& w) {
+  for (size_t r = 0; r < w.addrs.size(); ++r)
+    if (static_cast<int>(r) != w.rank()) CHECK(w.node->add_peer(w.addrs[r], &w.peer[r]) == 0);
+}
+
+// late_peers: the caller adds the peers itself later (add_peers).
+void setup(World& w, bool server, uint16_t port, int nprocs, uint64_t word_addr, bool late_peers) {
   xpufab::oob::Options o;
   o.server = server;
   o.port = port;
@@ -112,6 +119,7 @@ void setup(World& w, bool server, uint16_t port, int nprocs, uint64_t word_addr)
   proto_config_default(&cfg);
   cfg.max_peers = 8;
   cfg.credits = 32;
+  if (const char* c = std::getenv("PROTO_RDMA_CHUNK")) cfg.rdma_chunk = static_cast<uint32_t>(std::atoi(c));
   w.node = new Node(&w.stack);
   CHECK(w.node->open(cfg) == 0);
   NodeAddress mine = w.node->address();
@@ -124,9 +132,8 @@ void setup(World& w, bool server, uint16_t port, int nprocs, uint64_t word_addr)
   for (size_t r = 0; r < all.size(); ++r) {
     CHECK(all[r].size() == sizeof(NodeAddress));
     std::memcpy(&w.addrs[r], all[r].data(), sizeof(NodeAddress));
-    if (static_cast<int>(r) == w.rank()) continue;
-    CHECK(w.node->add_peer(w.addrs[r], &w.peer[r]) == 0);
   }
+  if (!late_peers) add_peers(w);
   CHECK(w.s.barrier() == 0);
 }
 
@@ -182,14 +189,19 @@ struct Last {
 
 int run_am(World& w) {
   proto_ep* ep = w.node->ep();
-  const uint32_t other = w.peer[w.rank() == 0 ? 1 : 0];
   Stream in;
   EchoBack echo{ep};
   Last back;
   CHECK(proto_am_set_handler(ep, kStream, Stream::on, &in) == 0);
   CHECK(proto_am_set_handler(ep, kEcho, EchoBack::on, &echo) == 0);
   CHECK(proto_am_set_handler(ep, kEchoBack, Last::on, &back) == 0);
-  if (w.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (w.rank() == 0) {
+    // The client's first packets arrive from a sender we have neither an AH nor a peer for.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    w.node->poll();
+    add_peers(w);
+  }
+  const uint32_t other = w.peer[w.rank() == 0 ? 1 : 0];
   const uint32_t n = 3000, max = 6000;
   uint32_t sent = 0;
   std::vector<uint8_t> buf(max);
@@ -206,6 +218,7 @@ int run_am(World& w) {
   });
   CHECK(in.bad == 0);
   if (w.rank() == 1) CHECK(ep->stats.credit_stalls > 0);
+  if (w.rank() == 0) CHECK(ep->stats.orphans > 0 && ep->norphans == 0);
   CHECK(w.s.barrier() == 0);
   if (w.rank() == 1) {
     for (uint32_t len : {0u, 1u, 64u, 4096u, proto_am_max(ep)}) {
@@ -285,6 +298,8 @@ int run_tag(World& w) {
       proto_buf bb{big.data(), kBig, lkey, rkey};
       CHECK(proto_recv(ep, PROTO_ADDR_ANY, &bb, 0xb16, 0, flags, 7000) == 0);
       proto_comp c = take(w, 7000);
+      if (c.err) std::fprintf(stderr, "proto_peer: big receive: err %d prov_errno %d len %lu\n", c.err, c.prov_errno,
+                              static_cast<unsigned long>(c.len));
       CHECK(c.err == 0 && c.len == kBig && has_pattern(big.data(), kBig, 4242));
     }
   }
@@ -474,7 +489,8 @@ int main(int argc, char** argv) {
   const int nprocs = std::atoi(argv[3]);
   const std::string mode = argv[4];
   World w;
-  setup(w, server, port, nprocs, reinterpret_cast<uint64_t>(g_words));
+  // In `am` the server adds its peer only when it starts progressing, 300 ms late.
+  setup(w, server, port, nprocs, reinterpret_cast<uint64_t>(g_words), mode == "am" && server);
   int rc = 2;
   if (mode == "am") rc = run_am(w);
   else if (mode == "tag") rc = run_tag(w);
