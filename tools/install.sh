@@ -4,6 +4,8 @@
 #   PREFIX/lib/libfabric.so.1: the library, optimized (//tools:install builds it with -c opt),
 #     a drop-in for libfabric.so.1 (LD_LIBRARY_PATH=PREFIX/lib runs libfabric programs on it);
 #     PREFIX/lib/libxpufab.so links to it, and -lxpufab records libfabric.so.1 as needed
+#   PREFIX/lib/libuct_xpufab.so: the UCT transport "srd" for UCX 1.13 (LD_PRELOAD it into any
+#     UCX program)
 #   PREFIX/lib/.debug/libfabric.so.1.debug: its debug info, found by gdb through the debug link
 #   PREFIX/include/xpufab/efa_xpu/*.h: the efa device calls rdma/fi_xpu_device_efa.h
 #     includes as <xpufab/efa_xpu/...> (their presence turns them on in rdma/fi_xpu_device.h)
@@ -27,9 +29,10 @@ esac
 # The files come from this target's runfiles (the current directory under
 # `bazel run` and in tests).
 lib=api/lib/libxpufab.so
+uct_lib=api/lib/libuct_xpufab.so
 pc_in=api/lib/xpufab.pc.in
 headers=api/include/rdma
-for f in "$lib" "$pc_in" "$headers/fabric.h"; do
+for f in "$lib" "$uct_lib" "$pc_in" "$headers/fabric.h"; do
   [ -e "$f" ] || { echo "install: $f not found in $(pwd)" >&2; exit 1; }
 done
 
@@ -72,6 +75,7 @@ else
   install -m 0755 "$lib" "$prefix/lib/$soname"
 fi
 ln -s "$soname" "$prefix/lib/libxpufab.so"
+install -m 0755 "$uct_lib" "$prefix/lib/libuct_xpufab.so"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc_in" \
   > "$prefix/lib/pkgconfig/xpufab.pc"
 chmod 0644 "$prefix/lib/pkgconfig/xpufab.pc"
