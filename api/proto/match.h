@@ -135,6 +135,12 @@ XPU_FUNC struct proto_match_queue *proto_match_queue_of_(struct proto_match *m, 
   return list == PROTO_MATCH_POSTED ? &m->posted : &m->unexpected;
 }
 
+/* Calls that take *out always write it (zeros when nothing is handed over). */
+XPU_FUNC void proto_match_hit_clear_(struct proto_match_hit *out) {
+  if (out == 0) return;
+  out->tag = out->ignore = out->src = out->cookie = 0;
+}
+
 XPU_FUNC void proto_match_hit_of_(const struct proto_match_entry *e, struct proto_match_hit *out) {
   if (out == 0) return;
   out->tag = e->tag;
@@ -172,11 +178,12 @@ XPU_FUNC uint32_t proto_match_append_(struct proto_match *m, uint32_t list, uint
 
 /*
  * Unlinks entry `i` (on either list) and returns it to the pool; its contents
- * go to *out first. -FI_EINVAL for an index that is not on a list.
+ * go to *out first (zeros and -FI_EINVAL for an index that is not on a list).
  */
 XPU_FUNC int proto_match_remove(struct proto_match *m, uint32_t i, struct proto_match_hit *out) {
   struct proto_match_entry *e;
   struct proto_match_queue *q;
+  proto_match_hit_clear_(out);
   if (i >= m->capacity || m->pool[i].list == PROTO_MATCH_FREE) return -FI_EINVAL;
   e = &m->pool[i];
   q = proto_match_queue_of_(m, e->list);
@@ -229,6 +236,7 @@ XPU_FUNC uint32_t proto_match_find_unexpected(const struct proto_match *m, uint6
 XPU_FUNC int proto_match_post_recv(struct proto_match *m, uint64_t tag, uint64_t ignore, uint64_t src,
                                    uint64_t cookie, struct proto_match_hit *out) {
   const uint32_t u = proto_match_find_unexpected(m, tag, ignore, src);
+  proto_match_hit_clear_(out);
   if (u != PROTO_MATCH_NIL) {
     proto_match_remove(m, u, out);
     return 1;
@@ -244,6 +252,7 @@ XPU_FUNC int proto_match_post_recv(struct proto_match *m, uint64_t tag, uint64_t
 XPU_FUNC int proto_match_arrive(struct proto_match *m, uint64_t tag, uint64_t src, uint64_t cookie,
                                 struct proto_match_hit *out) {
   const uint32_t p = proto_match_find_posted(m, tag, src);
+  proto_match_hit_clear_(out);
   if (p != PROTO_MATCH_NIL) {
     proto_match_remove(m, p, out);
     return 1;
@@ -259,6 +268,7 @@ XPU_FUNC int proto_match_arrive(struct proto_match *m, uint64_t tag, uint64_t sr
 XPU_FUNC int proto_match_peek(struct proto_match *m, uint64_t tag, uint64_t ignore, uint64_t src, int mode,
                               struct proto_match_hit *out) {
   uint32_t u;
+  proto_match_hit_clear_(out);
   if (mode != PROTO_MATCH_PEEK && mode != PROTO_MATCH_PEEK_CLAIM && mode != PROTO_MATCH_PEEK_DISCARD)
     return -FI_EINVAL;
   u = proto_match_find_unexpected(m, tag, ignore, src);
@@ -283,6 +293,7 @@ XPU_FUNC uint32_t proto_match_find_claimed(const struct proto_match *m, uint64_t
 /* FI_CLAIM: removes the message a FI_PEEK | FI_CLAIM reserved; 0, or -FI_ENOMSG when none has that cookie. */
 XPU_FUNC int proto_match_claim(struct proto_match *m, uint64_t cookie, struct proto_match_hit *out) {
   const uint32_t u = proto_match_find_claimed(m, cookie);
+  proto_match_hit_clear_(out);
   if (u == PROTO_MATCH_NIL) return -FI_ENOMSG;
   proto_match_remove(m, u, out);
   return 0;
@@ -296,6 +307,7 @@ XPU_FUNC int proto_match_discard(struct proto_match *m, uint64_t cookie, struct 
 /* fi_cancel: removes the oldest posted receive with `cookie`; 0, or -FI_ENOENT when none is posted. */
 XPU_FUNC int proto_match_cancel(struct proto_match *m, uint64_t cookie, struct proto_match_hit *out) {
   uint32_t i;
+  proto_match_hit_clear_(out);
   for (i = m->posted.head; i != PROTO_MATCH_NIL; i = m->pool[i].next) {
     if (m->pool[i].cookie == cookie) {
       proto_match_remove(m, i, out);

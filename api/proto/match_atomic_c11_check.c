@@ -11,7 +11,7 @@
 int proto_c11_check_match(void) {
   struct proto_match_entry pool[4];
   struct proto_match m;
-  struct proto_match_hit h;
+  struct proto_match_hit h = {0, 0, 0, 0};
   int bad = 0;
   if (proto_match_init(&m, pool, 4) != 0) return 1;
   bad |= proto_match_post_recv(&m, 0x10, 0x0f, PROTO_ADDR_ANY, 1, &h) != 0;

@@ -53,12 +53,13 @@ XPU_DEVICE_FUNC int efa_xpu_atomic_post_(struct fid_xpu_ep *ep, int kind, const 
   /* FI_INJECT has no completion to carry fetched values. */
   if ((flags & FI_INJECT) && kind != PROTO_ATOMIC_PLAIN) return -FI_EBADFLAGS;
   if (!proto_atomic_supported(kind, op, datatype)) return -FI_EOPNOTSUPP;
-  if (key > 0xffffffffu) return -FI_EINVAL;
-  peer = efa_xpu_proto_peer_(p, dest_addr);
-  if (peer == PROTO_NONE) return -FI_EINVAL;
+  if (key > 0xffffffffu || !dest_addr) return -FI_EINVAL;
+  /* The peer is resolved under the lock: the core's lookup keeps a cache. */
   EFA_XPU_PROTO_CALL_(e, p, rc,
-                      proto_atomic(p, peer, kind, op, datatype, buf, compare, count, addr, (uint32_t)key, result,
-                                   flags & FI_INJECT, (uint64_t)(uintptr_t)context));
+                      (peer = efa_xpu_proto_peer_(p, dest_addr)) == PROTO_NONE
+                          ? -FI_EINVAL
+                          : proto_atomic(p, peer, kind, op, datatype, buf, compare, count, addr, (uint32_t)key,
+                                         result, flags & FI_INJECT, (uint64_t)(uintptr_t)context));
   return rc;
 }
 

@@ -40,7 +40,7 @@ XPU_DEVICE_FUNC void efa_xpu_proto_lock_(struct efa_xpu_ep *e) {
 
 XPU_DEVICE_FUNC void efa_xpu_proto_unlock_(struct efa_xpu_ep *e) { xpu_store_release_u32(&e->proto_lock, 0u); }
 
-/* The core's peer for an efa_xpu_peer (fi_av_lookup2 output), or PROTO_NONE. */
+/* The core's peer for an efa_xpu_peer (fi_av_lookup2 output), or PROTO_NONE. Under the EP's lock. */
 XPU_DEVICE_FUNC uint32_t efa_xpu_proto_peer_(struct proto_ep *p, const void *addr) {
   struct efa_xpu_peer a;
   uint32_t i;

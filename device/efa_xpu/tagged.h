@@ -8,7 +8,8 @@
  * they return -FI_ENOSYS. Valid C11, C++17 and CUDA.
  *
  * Scope: every work-item posts its own operation (buffers, tags and contexts
- * may differ); the posts of a group take the endpoint's lock one at a time.
+ * may differ); the posts of a group take the endpoint's lock one at a time,
+ * and resolve their peer under it (the core's lookup keeps a cache).
  *
  * Returns 0; -FI_EAGAIN when the core has no transmit buffer, operation or
  * completion slot free (read the CQ, which progresses the core, and retry);
@@ -51,11 +52,12 @@ XPU_DEVICE_FUNC int efa_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t
   if (flags & ~(uint64_t)EFA_XPU_TSEND_FLAGS_) return -FI_EBADFLAGS;
   rc = efa_xpu_proto_buf_(buf, len, desc, &b);
   if (rc) return rc;
-  peer = efa_xpu_proto_peer_(p, dest_addr);
-  if (peer == PROTO_NONE) return -FI_EINVAL;
+  if (!dest_addr) return -FI_EINVAL;
   EFA_XPU_PROTO_CALL_(e, p, rc,
-                      proto_send(p, peer, &b, tag, data, (flags & (FI_REMOTE_CQ_DATA | FI_INJECT)) | FI_TAGGED,
-                                 (uint64_t)(uintptr_t)context));
+                      (peer = efa_xpu_proto_peer_(p, dest_addr)) == PROTO_NONE
+                          ? -FI_EINVAL
+                          : proto_send(p, peer, &b, tag, data, (flags & (FI_REMOTE_CQ_DATA | FI_INJECT)) | FI_TAGGED,
+                                       (uint64_t)(uintptr_t)context));
   return rc;
 }
 
@@ -72,14 +74,12 @@ XPU_DEVICE_FUNC int efa_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, 
   if (flags & ~(uint64_t)EFA_XPU_TRECV_FLAGS_) return -FI_EBADFLAGS;
   rc = efa_xpu_proto_buf_(buf, len, desc, &b);
   if (rc) return rc;
-  if (src_addr) {
-    const uint32_t peer = efa_xpu_proto_peer_(p, src_addr);
-    if (peer == PROTO_NONE) return -FI_EINVAL;
-    src = peer;
-  }
   EFA_XPU_PROTO_CALL_(e, p, rc,
-                      proto_recv(p, src, &b, tag, ignore, (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) | FI_TAGGED,
-                                 (uint64_t)(uintptr_t)context));
+                      src_addr && (src = efa_xpu_proto_peer_(p, src_addr)) == PROTO_NONE
+                          ? -FI_EINVAL
+                          : proto_recv(p, src, &b, tag, ignore,
+                                       (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) | FI_TAGGED,
+                                       (uint64_t)(uintptr_t)context));
   return rc;
 }
 
