@@ -73,7 +73,7 @@ void sync_peers(EfaEp* ep, ProtoState* ps) {
     const EfaAvEntry& e = av->entries[i];
     uint32_t peer = PROTO_NONE;
     if (e.valid &&
-        proto_peer_add(&ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, &peer) == 0) {
+        proto_peer_add_gid(&ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, e.addr.gid, &peer) == 0) {
       if (ps->av_of_peer.size() <= peer) ps->av_of_peer.resize(peer + 1, FI_ADDR_NOTAVAIL);
       if (ps->av_of_peer[peer] == FI_ADDR_NOTAVAIL) ps->av_of_peer[peer] = i;
     } else if (e.valid) {
@@ -196,6 +196,9 @@ int proto_ep_enable(EfaEp* ep) {
   backend::CqInitAttr ca;
   ca.entries = round_pow2(nsq + nrx);
   if (at.max_cq_depth && ca.entries > at.max_cq_depth) ca.entries = at.max_cq_depth;
+  // A peer may send before this side has inserted it into the AV; its packets then arrive with
+  // no AH, and only the source GID in the CQE lets the core keep them until the insert.
+  ca.with_sgid = (at.device_caps & backend::kCapCqWithSgid) != 0;
   rc = dom->dev->create_cq(ca, &ps->bcq);
   if (rc) return fail(rc);
   backend::QpInitAttr qa;
@@ -222,7 +225,8 @@ int proto_ep_enable(EfaEp* ep) {
   d.max_rq_sge = 1;
   d.mtu = at.mtu;
   d.max_rdma_size = at.max_rdma_size;
-  d.caps = (at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u;
+  d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
+           (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
   const size_t bounce_len = proto_bounce_size(&ps->cfg, &d);
   ps->bounce = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len + 4095) / 4096 * 4096));
   if (!ps->bounce) return fail(-FI_ENOMEM);

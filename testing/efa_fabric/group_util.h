@@ -18,8 +18,8 @@ struct Peers {
   std::vector<Remote> remote;   // by rank
 };
 
-// Ends with a barrier: a packet that reaches a device before its AV holds the sender (so before
-// an address handle for the sender exists) arrives from an unknown source and is dropped.
+// Ends with a barrier, so that a test's first message finds every AV complete (a message from a
+// sender not yet inserted waits in the core until the insert; AMessageFromASenderNotYetInTheAvIsKept).
 inline Peers connect(Member& m, Node& n) {
   Peers p;
   for (const std::string& b : m.allgather(encode(n.self()))) {

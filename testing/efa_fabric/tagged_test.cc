@@ -287,6 +287,46 @@ TEST_P(Tagged, ShortReceivesTruncate) {
   });
 }
 
+// The sender inserts the receiver and sends at once; the receiver reads its CQ (so its core sees
+// the packet, from a sender it has no address handle for) and only then inserts the sender and
+// posts the receive. The message is kept, not dropped.
+TEST_P(Tagged, AMessageFromASenderNotYetInTheAvIsKept) {
+  use_wire(GetParam(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const std::vector<int> st = run_group(2, 120, [](Member& m) {
+    Node n(kBuf);
+    const std::vector<std::string> names = m.allgather(encode(n.self()));
+    int ctx = 0;
+    if (m.rank() == 1) {
+      const fi_addr_t peer = n.insert(decode(names[0]));
+      fill(n.at(0), 64, 77);
+      GROUP_CHECK(fi_tsend(n.ep(), n.at(0), 64, n.desc(), peer, 5, &ctx) == 0);
+      fill(n.at(kFourMiB), kFourMiB, 78);
+      GROUP_CHECK(fi_tsend(n.ep(), n.at(kFourMiB), kFourMiB, n.desc(), peer, 6, &ctx) == 0);
+      m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
+      m.barrier();
+      for (int i = 0; i < 2; ++i) GROUP_CHECK(is_send(n.expect()));
+    } else {
+      n.expect_nothing(300);
+      const fi_addr_t peer = n.insert(decode(names[1]));
+      GROUP_CHECK(fi_trecv(n.ep(), n.at(0), 64, n.desc(), peer, 5, 0, &ctx) == 0);
+      GROUP_CHECK(fi_trecv(n.ep(), n.at(kFourMiB), kFourMiB, n.desc(), peer, 6, 0, &ctx) == 0);
+      m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
+      m.barrier();
+      for (int i = 0; i < 2; ++i) {
+        const fi_cq_tagged_entry e = n.expect();
+        GROUP_CHECK(is_recv(e));
+        if (e.tag == 5) GROUP_CHECK(e.len == 64 && has_pattern(n.at(0), 64, 77));
+        else GROUP_CHECK(e.tag == 6 && e.len == kFourMiB && has_pattern(n.at(kFourMiB), kFourMiB, 78));
+      }
+    }
+    m.barrier();
+    m.set_idle(nullptr);
+  });
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0], 0) << "receiver";
+  EXPECT_EQ(st[1], 0) << "sender";
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, Tagged,
                          ::testing::Values(Wire::kShm, Wire::kUdp, Wire::kShmFaults),
                          [](const ::testing::TestParamInfo<Wire>& i) { return wire_name(i.param); });
