@@ -4,7 +4,8 @@
 // A fiber runs one function on a stack of its own and gives the CPU back
 // only when it switches explicitly, so the switch is a handful of register
 // moves (x86-64 assembly; ucontext, which also makes a system call per
-// switch, elsewhere or when XPUFAB_HOST_XPU_UCONTEXT is defined). Fibers never move between threads:
+// switch, elsewhere or when XPUFAB_HOST_XPU_UCONTEXT is defined for all of
+// device/runtime). Fibers never move between threads:
 // thread-locals read on a fiber are those of the thread that runs it.
 //
 // The sanitizers are told about every switch: AddressSanitizer about the
