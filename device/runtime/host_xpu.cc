@@ -229,6 +229,11 @@ const struct xpu_host_item* xpu_host_current(void) {
 }
 
 void xpu_host_relax(void) {
+  // A thread the runtime did not launch may share the cores with many others.
+  if (xpufab::runtime::FiberScheduler::current() == nullptr) {
+    sched_yield();
+    return;
+  }
   if (xpufab::runtime::FiberScheduler::yield()) return;
   // Nothing else of this work-group can run. A system call per spin would
   // hand the core to any runnable process for a whole time slice on a busy
