@@ -64,10 +64,25 @@ XPU_FUNC void xpu_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); 
  */
 XPU_FUNC void xpu_mmio_write_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 /*
- * Spinning posters wait for an earlier claimer that may be descheduled (host
- * XPU work-items are threads, often more than cores), so give the core away.
+ * Spinning posters wait for an earlier claimer that may be descheduled: on
+ * the host XPU (device/runtime, which defines xpu_host_relax when linked in)
+ * another work-item fiber of the same thread runs meanwhile; elsewhere the
+ * core is given away.
  */
-XPU_FUNC void xpu_relax(void) { sched_yield(); }
+#ifdef __cplusplus
+extern "C" {
+#endif
+void xpu_host_relax(void) __attribute__((weak));
+#ifdef __cplusplus
+}
+#endif
+XPU_FUNC void xpu_relax(void) {
+  if (xpu_host_relax) {
+    xpu_host_relax();
+  } else {
+    sched_yield();
+  }
+}
 
 /*
  * 16-byte CAS where the CPU has one (x86-64: lock cmpxchg16b). GCC routes

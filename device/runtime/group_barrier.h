@@ -1,20 +1,22 @@
-// group_barrier.h - the blocking barrier behind every host XPU scope.
+// group_barrier.h - the barrier behind every host XPU scope.
 // Internal to device/runtime.
 #ifndef XPUFAB_DEVICE_RUNTIME_GROUP_BARRIER_H_
 #define XPUFAB_DEVICE_RUNTIME_GROUP_BARRIER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 
+#include "device/runtime/fiber_scheduler.h"
+
 namespace xpufab::runtime {
 
-// A reusable barrier for a fixed set of members that can also carry one
-// value from a chosen member to all (a broadcast), and that members may
-// leave for good. Built on a mutex and condition variable, so completing a
-// phase is a release by every member and leaving it an acquire (visible to
-// ThreadSanitizer), and waiters sleep instead of spinning: a host XPU has
-// far more work-items than cores.
+// A reusable barrier for a fixed set of work-item fibers that can also
+// carry one value from a chosen member to all (a broadcast), and that
+// members may leave for good. A member that must wait blocks its fiber, so
+// its thread runs the other work-items of its group meanwhile; members may
+// belong to different schedulers (device scope). The lock makes completing
+// a phase a release by every member and leaving it an acquire, for other
+// threads and for ThreadSanitizer alike.
 class GroupBarrier {
  public:
   explicit GroupBarrier(uint32_t members) : expected_(members) {}
@@ -24,16 +26,26 @@ class GroupBarrier {
   // Waits until every remaining member has arrived at this phase. Returns
   // the value passed by the member that arrived with is_source set, or 0 if
   // none did (the source had left). At most one member per phase may set
-  // is_source.
+  // is_source. Must be called on a fiber.
   uint64_t arrive_and_wait(bool is_source, uint64_t value) {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t phase = phase_;
     if (is_source) value_[phase & 1] = value;
     if (++arrived_ == expected_) {
-      complete_phase_locked();
-    } else {
-      cv_.wait(lock, [&] { return phase_ != phase; });
+      FiberTask* waiters = complete_phase_locked();
+      const uint64_t result = value_[phase & 1];
+      lock.unlock();
+      wake_all(waiters);
+      return result;
     }
+    FiberTask* self = FiberScheduler::current();
+    self->next = waiters_;
+    waiters_ = self;
+    lock.unlock();
+    // Only the completion of this phase wakes it; a wake that comes before
+    // the block is kept by the scheduler until the fiber has switched out.
+    FiberScheduler::block();
+    lock.lock();
     // The slot of `phase` is cleared only when phase + 1 completes, which
     // needs this member to arrive again, so it still holds this value.
     return value_[phase & 1];
@@ -42,25 +54,39 @@ class GroupBarrier {
   // Removes the calling member for good; a phase that was waiting only for
   // it completes.
   void arrive_and_drop() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     --expected_;
-    if (arrived_ > 0 && arrived_ == expected_) complete_phase_locked();
+    FiberTask* waiters = nullptr;
+    if (arrived_ > 0 && arrived_ == expected_) waiters = complete_phase_locked();
+    lock.unlock();
+    wake_all(waiters);
   }
 
  private:
-  void complete_phase_locked() {
+  FiberTask* complete_phase_locked() {
     arrived_ = 0;
     ++phase_;
     value_[phase_ & 1] = 0;
-    cv_.notify_all();
+    FiberTask* waiters = waiters_;
+    waiters_ = nullptr;
+    return waiters;
+  }
+
+  static void wake_all(FiberTask* waiters) {
+    while (waiters != nullptr) {
+      // A woken fiber may run (and arrive again) at once on its own thread.
+      FiberTask* next = waiters->next;
+      FiberScheduler::wake(waiters);
+      waiters = next;
+    }
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  uint32_t expected_;       // guarded by mu_: members that have not left
-  uint32_t arrived_ = 0;    // guarded by mu_: arrivals in the current phase
-  uint64_t phase_ = 0;      // guarded by mu_: completed phases
-  uint64_t value_[2] = {};  // guarded by mu_: broadcast value per phase parity
+  uint32_t expected_;             // guarded by mu_: members that have not left
+  uint32_t arrived_ = 0;          // guarded by mu_: arrivals in the current phase
+  uint64_t phase_ = 0;            // guarded by mu_: completed phases
+  uint64_t value_[2] = {};        // guarded by mu_: broadcast value per phase parity
+  FiberTask* waiters_ = nullptr;  // guarded by mu_: blocked in the current phase
 };
 
 }  // namespace xpufab::runtime

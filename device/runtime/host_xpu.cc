@@ -1,8 +1,8 @@
-// The host XPU runtime: one thread per work-item, blocking scope barriers.
+// The host XPU runtime: each work-group is a set of fibers on one thread,
+// scope barriers switch fibers.
 #include "device/runtime/host_xpu.h"
 
-#include <pthread.h>
-#include <unistd.h>
+#include <sched.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -13,8 +13,11 @@
 #include <new>
 #include <vector>
 
+#include "device/runtime/fiber.h"
+#include "device/runtime/fiber_scheduler.h"
 #include "device/runtime/group_barrier.h"
 #include "device/runtime/host_xpu_testing.h"
+#include "device/runtime/worker_pool.h"
 #include "device/runtime/xpu_scope.h"
 #include "rdma/fi_errno.h"
 
@@ -24,17 +27,25 @@ namespace {
 constexpr size_t kMinStackSize = size_t{64} << 10;
 constexpr size_t kMaxStackSize = size_t{64} << 20;
 
-// Test seam: when >= 0, thread creations after this many in a launch fail.
+// Test seam: when >= 0, work-item starts after this many in a launch fail.
 std::atomic<int> g_fail_thread_start_after{-1};
 
 struct Launch;
 
-// One work-item: its ids and the barriers of its three collective scopes.
+// One work-item: its ids, its fiber and the barriers of its three
+// collective scopes.
 struct ItemState {
   WorkItem item{};
+  FiberTask task;
   GroupBarrier* subgroup = nullptr;
   GroupBarrier* workgroup = nullptr;
   GroupBarrier* device = nullptr;  // nullptr: launch is not cooperative
+  Launch* launch = nullptr;
+};
+
+// One work-group: its work-items' fibers and the thread that runs them.
+struct Group {
+  FiberScheduler scheduler;
   Launch* launch = nullptr;
 };
 
@@ -43,19 +54,18 @@ struct Launch {
   std::deque<GroupBarrier> subgroups;
   std::deque<GroupBarrier> workgroups;
   std::unique_ptr<GroupBarrier> device;
-  std::vector<ItemState> items;
+  std::unique_ptr<ItemState[]> items;
+  uint32_t total = 0;
+  std::unique_ptr<Group[]> groups;
+  uint32_t grid = 0;
 
-  // No work-item runs the kernel before every thread exists, so a failed
-  // thread creation can still cancel the launch and device scope is safe.
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool gate_open = false;  // guarded by gate_mu
-  bool aborted = false;    // guarded by gate_mu
+  // Work-groups run by pool threads that have not finished.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  uint32_t running = 0;  // guarded by done_mu
 
   std::atomic<bool> kernel_threw{false};
 };
-
-thread_local const ItemState* t_item = nullptr;
 
 // What a thread the runtime did not launch sees: a launch of one.
 constexpr WorkItem kPlainItem = {
@@ -64,46 +74,42 @@ constexpr WorkItem kPlainItem = {
     /*lane=*/0,      /*subgroup_size=*/1,  /*cooperative=*/1,
 };
 
+// The calling work-item, or nullptr on a thread the runtime did not launch
+// (or its scheduler loop).
+const ItemState* current_item() {
+  const FiberTask* task = FiberScheduler::current();
+  return task != nullptr ? static_cast<const ItemState*>(task->user) : nullptr;
+}
+
 void leave_scopes(const ItemState& st) {
   st.subgroup->arrive_and_drop();
   st.workgroup->arrive_and_drop();
   if (st.device != nullptr) st.device->arrive_and_drop();
 }
 
-void* work_item_main(void* arg) {
-  auto* st = static_cast<ItemState*>(arg);
+void work_item_main(FiberTask* task) {
+  auto* st = static_cast<ItemState*>(task->user);
   Launch& launch = *st->launch;
-  {
-    std::unique_lock<std::mutex> lock(launch.gate_mu);
-    launch.gate_cv.wait(lock, [&] { return launch.gate_open; });
-    if (launch.aborted) return nullptr;
-  }
-  t_item = st;
   try {
     (*launch.kernel)(st->item);
   } catch (...) {
     launch.kernel_threw.store(true, std::memory_order_relaxed);
   }
-  t_item = nullptr;
   leave_scopes(*st);
-  return nullptr;
 }
 
-void open_gate(Launch& launch, bool abort) {
-  std::lock_guard<std::mutex> lock(launch.gate_mu);
-  launch.gate_open = true;
-  launch.aborted = abort;
-  launch.gate_cv.notify_all();
+// A work-group run by a pool thread.
+void group_main(void* arg) {
+  auto* group = static_cast<Group*>(arg);
+  Launch& launch = *group->launch;
+  group->scheduler.run();
+  std::lock_guard<std::mutex> lock(launch.done_mu);
+  if (--launch.running == 0) launch.done_cv.notify_one();
 }
 
-size_t round_to_pages(size_t bytes) {
-  long page = sysconf(_SC_PAGESIZE);
-  size_t p = page > 0 ? static_cast<size_t>(page) : 4096;
-  return (bytes + p - 1) / p * p;
-}
-
-// Builds the ids and barriers; may throw std::bad_alloc.
-void build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) {
+// Builds the ids, barriers and stacks; may throw std::bad_alloc. Returns 0,
+// -FI_ENOMEM (no stack) or -FI_EAGAIN (the test seam).
+int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) {
   const uint32_t wg = cfg.workgroup_size;
   const uint32_t sg = cfg.subgroup_size;
   const uint32_t sg_per_wg = wg / sg;
@@ -112,7 +118,11 @@ void build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch)
   for (uint32_t i = 0; i < cfg.grid * sg_per_wg; ++i) launch.subgroups.emplace_back(sg);
   for (uint32_t i = 0; i < cfg.grid; ++i) launch.workgroups.emplace_back(wg);
   if (cfg.cooperative) launch.device = std::make_unique<GroupBarrier>(total);
-  launch.items.resize(total);
+  launch.items.reset(new ItemState[total]);
+  launch.total = total;
+  launch.groups.reset(new Group[cfg.grid]);
+  launch.grid = cfg.grid;
+  const int fail_after = g_fail_thread_start_after.load(std::memory_order_relaxed);
   for (uint32_t g = 0; g < total; ++g) {
     ItemState& st = launch.items[g];
     WorkItem& it = st.item;
@@ -131,36 +141,46 @@ void build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch)
     st.workgroup = &launch.workgroups[it.workgroup_id];
     st.device = launch.device.get();
     st.launch = &launch;
+    if (fail_after >= 0 && g >= static_cast<uint32_t>(fail_after)) {
+      std::fprintf(stderr, "host_xpu: could not start work-item %u of %u; launch cancelled\n", g, total);
+      return -FI_EAGAIN;
+    }
+    if (!st.task.stack.acquire(cfg.stack_size)) {
+      std::fprintf(stderr, "host_xpu: no stack for work-item %u of %u; launch cancelled\n", g, total);
+      return -FI_ENOMEM;
+    }
+    st.task.body = work_item_main;
+    st.task.user = &st;
   }
+  for (uint32_t g = 0; g < total; ++g) {
+    ItemState& st = launch.items[g];
+    Group& group = launch.groups[st.item.workgroup_id];
+    group.launch = &launch;
+    group.scheduler.add(&st.task);
+  }
+  return 0;
 }
 
-int run_launch(const LaunchConfig& cfg, Launch& launch) {
-  pthread_attr_t attr;
-  if (pthread_attr_init(&attr) != 0) return -FI_EAGAIN;
-  if (pthread_attr_setstacksize(&attr, round_to_pages(cfg.stack_size)) != 0) {
-    pthread_attr_destroy(&attr);
-    return -FI_EINVAL;
-  }
-  std::vector<pthread_t> threads;
-  threads.reserve(launch.items.size());
-  int rc = 0;
-  for (ItemState& st : launch.items) {
-    pthread_t tid;
-    const int fail_after = g_fail_thread_start_after.load(std::memory_order_relaxed);
-    const bool injected = fail_after >= 0 && threads.size() >= static_cast<size_t>(fail_after);
-    if (injected || pthread_create(&tid, &attr, work_item_main, &st) != 0) {
-      std::fprintf(stderr, "host_xpu: could not start work-item %zu of %zu; launch cancelled\n",
-                   threads.size(), launch.items.size());
-      rc = -FI_EAGAIN;
-      break;
+// Work-group 0 runs on the calling thread, the others on pool threads, all
+// at once: a kernel may spin on a flag another work-group sets.
+int run_launch(Launch& launch) {
+  const uint32_t others = launch.grid - 1;
+  if (others > 0) {
+    std::vector<WorkerJob> jobs(others);
+    for (uint32_t i = 0; i < others; ++i) jobs[i] = WorkerJob{group_main, &launch.groups[i + 1]};
+    launch.running = others;
+    if (!start_workers(jobs.data(), jobs.size())) {
+      std::fprintf(stderr, "host_xpu: could not start threads for %u work-groups; launch cancelled\n",
+                   launch.grid);
+      return -FI_EAGAIN;
     }
-    threads.push_back(tid);
   }
-  pthread_attr_destroy(&attr);
-  open_gate(launch, rc != 0);
-  for (pthread_t tid : threads) pthread_join(tid, nullptr);
-  if (rc == 0 && launch.kernel_threw.load(std::memory_order_relaxed)) rc = -FI_EOTHER;
-  return rc;
+  launch.groups[0].scheduler.run();
+  if (others > 0) {
+    std::unique_lock<std::mutex> lock(launch.done_mu);
+    launch.done_cv.wait(lock, [&] { return launch.running == 0; });
+  }
+  return launch.kernel_threw.load(std::memory_order_relaxed) ? -FI_EOTHER : 0;
 }
 
 }  // namespace
@@ -181,8 +201,8 @@ int launch(const LaunchConfig& config, const Kernel& kernel) {
   if (!kernel) return -FI_EINVAL;
   try {
     Launch state;
-    build_launch(config, kernel, state);
-    return run_launch(config, state);
+    rc = build_launch(config, kernel, state);
+    return rc != 0 ? rc : run_launch(state);
   } catch (const std::bad_alloc&) {
     return -FI_ENOMEM;
   }
@@ -192,19 +212,43 @@ void fail_thread_start_after_for_testing(int n) {
   g_fail_thread_start_after.store(n, std::memory_order_relaxed);
 }
 
-const WorkItem* current_work_item() { return t_item != nullptr ? &t_item->item : nullptr; }
+const WorkItem* current_work_item() {
+  const ItemState* st = current_item();
+  return st != nullptr ? &st->item : nullptr;
+}
 
 }  // namespace xpufab::runtime
 
-using xpufab::runtime::t_item;
+using xpufab::runtime::current_item;
 
 extern "C" {
 
 const struct xpu_host_item* xpu_host_current(void) {
-  return t_item != nullptr ? &t_item->item : &xpufab::runtime::kPlainItem;
+  const xpufab::runtime::ItemState* st = current_item();
+  return st != nullptr ? &st->item : &xpufab::runtime::kPlainItem;
+}
+
+void xpu_host_relax(void) {
+  // A thread the runtime did not launch may share the cores with many others.
+  if (xpufab::runtime::FiberScheduler::current() == nullptr) {
+    sched_yield();
+    return;
+  }
+  if (xpufab::runtime::FiberScheduler::yield()) return;
+  // Nothing else of this work-group can run. A system call per spin would
+  // hand the core to any runnable process for a whole time slice on a busy
+  // machine; the thread offers it now and then and otherwise just pauses
+  // (the OS still preempts it for the thread it waits for).
+  thread_local uint32_t spins = 0;
+  if ((++spins & 15) == 0) {
+    sched_yield();
+  } else {
+    xpufab::runtime::cpu_pause();
+  }
 }
 
 int xpu_host_scope_supported(int scope) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   switch (scope) {
     case XPU_SCOPE_WORK_ITEM:
     case XPU_SCOPE_SUBGROUP:
@@ -218,30 +262,36 @@ int xpu_host_scope_supported(int scope) {
 }
 
 void xpu_host_subgroup_barrier(void) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item != nullptr) t_item->subgroup->arrive_and_wait(false, 0);
 }
 
 uint64_t xpu_host_subgroup_broadcast(uint64_t value, uint32_t src) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item == nullptr) return value;
   const auto& it = t_item->item;
   return t_item->subgroup->arrive_and_wait(it.lane == src % it.subgroup_size, value);
 }
 
 void xpu_host_workgroup_barrier(void) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item != nullptr) t_item->workgroup->arrive_and_wait(false, 0);
 }
 
 uint64_t xpu_host_workgroup_broadcast(uint64_t value, uint32_t src) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item == nullptr) return value;
   const auto& it = t_item->item;
   return t_item->workgroup->arrive_and_wait(it.local_id == src % it.workgroup_size, value);
 }
 
 void xpu_host_device_barrier(void) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item != nullptr && t_item->device != nullptr) t_item->device->arrive_and_wait(false, 0);
 }
 
 uint64_t xpu_host_device_broadcast(uint64_t value, uint32_t src) {
+  const xpufab::runtime::ItemState* const t_item = current_item();
   if (t_item == nullptr || t_item->device == nullptr) return value;
   const auto& it = t_item->item;
   return t_item->device->arrive_and_wait(it.global_id == src % it.global_size, value);

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "device/runtime/host_xpu_testing.h"
 #include "device/runtime/xpu_scope.h"
 #include "device/runtime/xpu_scope_c11_check.h"
+#include "device/xpu_prims.h"
 #include "rdma/fi_errno.h"
 #include "rdma/fi_xpu.h"
 
@@ -269,6 +272,64 @@ TEST(HostXpu, SpinWaitOnAnotherWorkGroupTerminates) {
                    }),
             0);
   for (auto& f : flags) EXPECT_EQ(f.load(), 1);
+}
+
+// A work-group's work-items are fibers of one thread, a thread per work-group.
+TEST(HostXpu, EachWorkGroupRunsOnAThreadOfItsOwn) {
+  constexpr uint32_t kGrid = 4, kWg = 32;
+  std::vector<std::thread::id> ids(kGrid * kWg);
+  ASSERT_EQ(launch(config(kGrid, kWg, 8),
+                   [&](const WorkItem& it) {
+                     ids[it.global_id] = std::this_thread::get_id();
+                     xpu_workgroup_barrier();
+                     // Still the same thread after a switch.
+                     if (ids[it.global_id] != std::this_thread::get_id()) ids[it.global_id] = {};
+                   }),
+            0);
+  std::set<std::thread::id> groups;
+  for (uint32_t g = 0; g < kGrid; ++g) {
+    for (uint32_t l = 0; l < kWg; ++l) EXPECT_EQ(ids[g * kWg + l], ids[g * kWg]) << g << " " << l;
+    groups.insert(ids[g * kWg]);
+  }
+  EXPECT_EQ(groups.size(), kGrid);
+}
+
+// Work-item 0 waits for a flag the last work-item of its group sets: xpu_relax() lets the
+// setter, a fiber of the same thread, run.
+TEST(HostXpu, SpinWithRelaxOnTheSameWorkGroupTerminates) {
+  constexpr uint32_t kWg = 64;
+  uint32_t flag = 0;
+  std::atomic<int> order_ok{0};
+  ASSERT_EQ(launch(config(1, kWg, 32),
+                   [&](const WorkItem& it) {
+                     if (it.local_id == 0) {
+                       while (xpu_load_acquire_u32(&flag) == 0) xpu_relax();
+                       order_ok++;
+                     } else if (it.local_id == kWg - 1) {
+                       xpu_store_release_u32(&flag, 1);
+                     }
+                   }),
+            0);
+  EXPECT_EQ(order_ok.load(), 1);
+}
+
+// Launches back to back reuse stacks and threads; a deep frame on a small stack still runs.
+TEST(HostXpu, RepeatedLaunchesWithSmallStacks) {
+  LaunchConfig c = config(3, 16, 4);
+  c.stack_size = 64 << 10;
+  for (int round = 0; round < 50; ++round) {
+    std::atomic<uint32_t> sum{0};
+    ASSERT_EQ(launch(c,
+                     [&](const WorkItem& it) {
+                       volatile uint8_t frame[16 << 10];
+                       frame[0] = static_cast<uint8_t>(it.global_id);
+                       frame[sizeof(frame) - 1] = 1;
+                       const uint64_t v = xpu_device_broadcast_u64(it.global_id + frame[0], 5);
+                       sum.fetch_add(static_cast<uint32_t>(v) + frame[sizeof(frame) - 1]);
+                     }),
+              0);
+    EXPECT_EQ(sum.load(), 48u * (10 + 1));
+  }
 }
 
 TEST(HostXpu, NonCooperativeLaunchRefusesDeviceScope) {

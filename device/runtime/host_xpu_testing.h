@@ -5,8 +5,9 @@
 
 namespace xpufab::runtime {
 
-// Makes every later launch fail to start its thread number n (0-based) and
-// all after it, as if the system were out of threads; n < 0 turns it off.
+// Makes every later launch fail to start its work-item number n (0-based)
+// and all after it, as if the system were out of threads or stacks; the
+// launch then returns -FI_EAGAIN having run nothing. n < 0 turns it off.
 // Process-wide: tests using it must not run launches concurrently.
 void fail_thread_start_after_for_testing(int n);
 

@@ -1,8 +1,8 @@
 /*
  * xpu_host_abi.h - the C entry points of the host XPU runtime.
  *
- * The host XPU runs a kernel on CPU threads, one thread per work-item, with
- * the scope semantics of a GPU (see device/runtime/host_xpu.h for the C++
+ * The host XPU runs a kernel on CPU threads, each work-group a set of
+ * fibers on a thread of its own, with the scope semantics of a GPU (see device/runtime/host_xpu.h for the C++
  * launch API and the full contract). Kernels do not call these functions
  * directly: they use the portable xpu_* scope primitives of
  * device/runtime/xpu_scope.h, which forward here on the host.
@@ -79,6 +79,15 @@ uint64_t xpu_host_workgroup_broadcast(uint64_t value, uint32_t src);
 void xpu_host_device_barrier(void);
 uint64_t xpu_host_device_broadcast(uint64_t value, uint32_t src);
 
+/*
+ * One step of a spin wait (what xpu_relax() of device/xpu_prims.h calls on
+ * the host). On a work-item it runs the other work-items of its work-group
+ * that can run (they share one thread) and comes back; when none can, it
+ * pauses the CPU and every 16th call gives the core away (sched_yield).
+ * Elsewhere it gives the core away.
+ */
+void xpu_host_relax(void);
+
 /* xpu_host_launch_attr.flags: DEVICE scope unavailable (like a CUDA launch
  * that is not cooperative), so device code can test its error path. */
 #define XPU_HOST_LAUNCH_NONCOOPERATIVE (1u << 0)
@@ -91,13 +100,15 @@ struct xpu_host_launch_attr {
 };
 
 /*
- * Runs kernel(arg) on grid * workgroup_size new threads, all started before
- * any of them runs the kernel, and returns when all have returned.
+ * Runs kernel(arg) on grid * workgroup_size work-items, all of them set up
+ * (stacks, threads) before any runs the kernel, and returns when all have
+ * returned.
  * Returns 0; -FI_EINVAL (-22) for a NULL attr or kernel, a zero size, a
  * subgroup size that does not divide the work-group size or exceeds 64, a
  * work-group above 1024, or unknown flags; -FI_E2BIG (-7) for more than
  * XPU_HOST_MAX_WORK_ITEMS work-items; -FI_EAGAIN (-11) if the threads could
- * not be created (the kernel then ran nowhere). Nothing runs on error.
+ * not be created or -FI_ENOMEM (-12) if the stacks could not be had (the
+ * kernel then ran nowhere). Nothing runs on error.
  */
 int xpu_host_launch(const struct xpu_host_launch_attr *attr, void (*kernel)(void *arg), void *arg);
 

@@ -4,8 +4,8 @@
  *
  * Ids come from the calling thread's work-item (a thread the runtime did not
  * launch is a launch of one work-item, so every scope is itself). Barriers
- * and broadcasts block on a mutex and condition variable, so ThreadSanitizer
- * sees their ordering and waiting work-items leave the CPU to the others.
+ * and broadcasts suspend the waiting work-item's fiber, so the others of its
+ * work-group run meanwhile; ThreadSanitizer sees their ordering.
  */
 #ifndef XPUFAB_DEVICE_RUNTIME_XPU_SCOPE_HOST_H_
 #define XPUFAB_DEVICE_RUNTIME_XPU_SCOPE_HOST_H_

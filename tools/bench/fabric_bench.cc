@@ -7,6 +7,10 @@
 // Each figure is printed with its ratio against the target.
 //
 //   bazel run -c opt //tools/bench:fabric_bench [-- --quick]
+//   bazel run -c opt //tools/bench:fabric_bench -- --scale [--quick]
+// --scale measures only scale (issue 17 item 6): 64 B latency with 0, 1,000, 2,000 and 10,000 extra QPs
+// on the sending device (ratio to one QP), the memory each QP costs (resident set growth of the
+// process that opened them, over their count), and 64 processes all-to-all over the shm fabric.
 //
 // The binary is also its own peer: `fabric_bench --peer pingpong|alltoall|idle PORT RANK NPROC
 // [EXTRA_QPS]` (started by the driver; addresses travel through tools/oob).
@@ -26,6 +30,8 @@
 #include <vector>
 
 #include "testing/support/peer.h"
+
+#include <fstream>
 #include "tools/oob/oob.h"
 
 namespace {
@@ -140,6 +146,14 @@ void run_idle(Group& g, double seconds) {
   PEER_CHECK(g.s.barrier() == 0);
 }
 
+// Resident set of this process, in KiB (0 if unknown).
+long rss_kib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 int peer_main(int argc, char** argv) {
   // --peer MODE PORT RANK NPROC [ARG]
   if (argc < 6) return 2;
@@ -157,7 +171,12 @@ int peer_main(int argc, char** argv) {
   eo.cq_size = 4096;
   // Idle endpoints share the CQ: the figure is about QPs on the device, not CQs to drain.
   eo.extra_eps = mode == "pingpong" ? arg : 0;
+  const long rss_before = rss_kib();
   Endpoint ep(eo);
+  const long rss_after = rss_kib();
+  if (mode == "pingpong") {
+    std::printf("RESULT extra_qps %zu endpoint_rss_kib %ld\n", ep.extra_eps(), rss_after - rss_before);
+  }
   Group g{ep, s, xpufab::peer::exchange(s, ep.address()), {}};
   g.peers.assign(g.addrs.size(), FI_ADDR_UNSPEC);
   for (size_t r = 0; r < g.addrs.size(); ++r) {
@@ -383,10 +402,84 @@ int driver_main(bool quick) {
   return 0;
 }
 
+// 64 B latency and memory with many QPs per device, and many processes on one host.
+int scale_main(bool quick) {
+  g_port = 20000 + (getpid() % 20000);
+  const int iters = quick ? 1000 : 4000;
+  std::printf("fabric_bench --scale: %s run; two processes over the shm fabric, each device with N extra "
+              "idle QPs (sharing the CQ); one-way 64 B latency = round trip / 2\n",
+              quick ? "quick" : "full");
+  std::fflush(stdout);
+  std::vector<std::string> env = {"BENCH_ITERS=" + std::to_string(iters), "BENCH_WITERS=1"};
+  bool all_ok = true;
+  struct Point {
+    int asked;
+    double lat_us, qps, rss_kib;
+    bool ok;
+  };
+  std::vector<Point> pts;
+  for (int n : {0, 1000, 2000, 10000}) {
+    bool ok = true;
+    std::string out = run_peers("pingpong", 2, n, 1, 300, env, &ok);
+    pts.push_back({n, field(out, "latency_us"), field(out, "extra_qps"), field(out, "endpoint_rss_kib"), ok});
+    all_ok = all_ok && ok;
+  }
+  const int nproc = 64;
+  bool ok_a2a = true;
+  std::string a2a = run_peers("alltoall", nproc, quick ? 20 : 100, 0, 300, {}, &ok_a2a);
+  const double msgs = field(a2a, "messages_per_s");
+  all_ok = all_ok && ok_a2a;
+
+  std::printf("\n%-12s %10s %14s %16s %16s\n", "extra QPs", "opened", "64 B lat us", "vs 1 QP", "KiB per QP");
+  const Point& base = pts[0];
+  for (const Point& p : pts) {
+    std::printf("%-12d %10.0f ", p.asked, p.qps < 0 ? 0 : p.qps);
+    if (!p.ok || p.lat_us <= 0) {
+      std::printf("%14s  (a process failed: see its message above; the emulated device has max_qp QPs)\n",
+                  "failed");
+      continue;
+    }
+    std::printf("%14.3f ", p.lat_us);
+    if (base.lat_us > 0) {
+      const double r = p.lat_us / base.lat_us;
+      std::printf("%10.2f x %-4s", r, p.asked == 0 ? "" : r <= 2.0 ? "MET" : "MISS");
+    } else {
+      std::printf("%16s", "n/a");
+    }
+    if (p.qps > 0 && base.rss_kib >= 0) {
+      std::printf(" %16.1f", (p.rss_kib - base.rss_kib) / p.qps);
+    } else {
+      std::printf(" %16s", "-");
+    }
+    std::printf("\n");
+    if (p.asked > 0 && p.qps >= 0 && p.qps < p.asked)
+      std::printf("  only %.0f of %d QPs could be opened on the device\n", p.qps, p.asked);
+  }
+  std::printf("\n%d processes all-to-all over shm, 64 B: ", nproc);
+  if (ok_a2a && msgs > 0) {
+    std::printf("%.0f msg/s\n", msgs);
+  } else {
+    std::printf("failed\n");
+  }
+  std::printf("(latency target: within 2x of one QP; memory is the growth of the resident set while the "
+              "endpoint and its extra QPs were opened)\n");
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--peer") == 0) return peer_main(argc, argv);
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  return driver_main(quick);
+  bool quick = false, scale = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--scale") == 0) {
+      scale = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--scale] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  return scale ? scale_main(quick) : driver_main(quick);
 }
