@@ -38,6 +38,23 @@ TEST(Profiles, NamesAndDefault) {
   unsetenv("FI_EFA_EMU_PROFILE");
   ASSERT_EQ(device_options_from_env(&o, &err), 0) << err;
   EXPECT_EQ(o.profile, &default_profile());
+  for (const char* bad : {"0", "65536", "12x", ""}) {
+    setenv("FI_EFA_EMU_MAX_QP", bad, 1);
+    EXPECT_EQ(device_options_from_env(&o, &err), -EINVAL) << bad;
+    EXPECT_NE(err.find("FI_EFA_EMU_MAX_QP"), std::string::npos) << err;
+  }
+  setenv("FI_EFA_EMU_MAX_QP", "12000", 1);
+  ASSERT_EQ(device_options_from_env(&o, &err), 0) << err;
+  unsetenv("FI_EFA_EMU_MAX_QP");
+  EXPECT_EQ(o.max_qp, 12000u);
+  {
+    std::unique_ptr<EmuDevice> big;
+    ASSERT_EQ(create_device(o, &big), 0);
+    backend::DeviceAttr a;
+    ASSERT_EQ(big->query(&a), 0);
+    EXPECT_EQ(a.max_qp, 12000u);
+  }
+  o.max_qp = DeviceOptions().max_qp;
   o.profile = nullptr;  // create_device itself reads no environment: null is the newest
   setenv("FI_EFA_EMU_PROFILE", "gen1", 1);
   std::unique_ptr<EmuDevice> dev;

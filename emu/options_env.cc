@@ -83,6 +83,16 @@ int device_options_from_env(DeviceOptions* o, std::string* error) {
     o->min_rto_us = static_cast<uint32_t>(v);
     o->initial_rto_us = std::max(o->initial_rto_us, o->min_rto_us);
   }
+  if (const char* q = env("FI_EFA_EMU_MAX_QP")) {
+    // QPNs travel in 16 bits (AH lookups, CQEs), so 65535 is the most a device can number.
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(q, &end, 10);
+    if (end == q || *end != '\0' || v == 0 || v > 65535) {
+      *error = std::string("FI_EFA_EMU_MAX_QP: not a number from 1 to 65535: '") + q + "'";
+      return -EINVAL;
+    }
+    o->max_qp = static_cast<uint32_t>(v);
+  }
   return 0;
 }
 

@@ -43,7 +43,8 @@ int profile_from_env(const Profile** profile_p);
 
 // Applies the device variables to *options. 0, or -EINVAL with *error naming the variable and
 // its bad value (an unknown profile or cap, a fault plan that does not parse or a file that
-// cannot be read, a TRACE_MAX or MIN_RTO_US that is not a positive number).
+// cannot be read, a TRACE_MAX or MIN_RTO_US that is not a positive number, a MAX_QP outside
+// 1..65535).
 int device_options_from_env(DeviceOptions* options, std::string* error);
 
 enum class FabricKind : uint8_t { kInProc, kShm, kUdp };

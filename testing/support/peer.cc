@@ -39,10 +39,14 @@ Endpoint::Endpoint(const EndpointOptions& o) {
   for (int i = 0; i < o.extra_eps; ++i) {
     fid_ep* ep = nullptr;
     if (fi_endpoint(domain_, info_, &ep, nullptr) != 0) break;
-    extra_.push_back(ep);
     PEER_CHECK(fi_ep_bind(ep, &av_->fid, 0) == 0);
     PEER_CHECK(fi_ep_bind(ep, &cq_->fid, FI_TRANSMIT | FI_RECV) == 0);
-    PEER_CHECK(fi_enable(ep) == 0);
+    // The QP is created at enable: that is where a device out of QPs (or memory) says so.
+    if (fi_enable(ep) != 0) {
+      fi_close(&ep->fid);
+      break;
+    }
+    extra_.push_back(ep);
   }
   if (static_cast<int>(extra_.size()) != o.extra_eps) {
     std::fprintf(stderr, "%s: only %zu of %d extra endpoints\n", program_invocation_short_name,
