@@ -20,6 +20,7 @@
 namespace {
 
 using xpufab::testing::ah_to_self;
+using xpufab::testing::create_srd_qp;
 using xpufab::testing::open_efa_device;
 using xpufab::testing::qp_to_rts;
 
@@ -70,15 +71,7 @@ struct SelfLoop {
     } else {
       cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
       ASSERT_NE(cq, nullptr) << strerror(errno);
-      ibv_qp_init_attr qa{};
-      qa.send_cq = cq;
-      qa.recv_cq = cq;
-      qa.cap.max_send_wr = 16;
-      qa.cap.max_recv_wr = 16;
-      qa.cap.max_send_sge = 1;
-      qa.cap.max_recv_sge = 1;
-      qa.qp_type = IBV_QPT_DRIVER;
-      qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
+      qp = create_srd_qp(pd, cq, cq);
     }
     ASSERT_NE(qp, nullptr) << strerror(errno);
     ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
@@ -217,15 +210,7 @@ TEST(CallerProgress, AnArmOverwrittenByAPollStillRaisesTheEvent) {
   ibv_cq* rcq = ibv_create_cq(ctx, 64, nullptr, ch, 0);
   ASSERT_NE(scq, nullptr);
   ASSERT_NE(rcq, nullptr);
-  ibv_qp_init_attr qa{};
-  qa.send_cq = scq;
-  qa.recv_cq = rcq;
-  qa.cap.max_send_wr = 16;
-  qa.cap.max_recv_wr = 16;
-  qa.cap.max_send_sge = 1;
-  qa.cap.max_recv_sge = 1;
-  qa.qp_type = IBV_QPT_DRIVER;
-  ibv_qp* qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
+  ibv_qp* qp = create_srd_qp(pd, scq, rcq);
   ASSERT_NE(qp, nullptr) << strerror(errno);
   ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
   ibv_ah* ah = ah_to_self(ctx, pd);

@@ -29,6 +29,7 @@
 namespace {
 
 using xpufab::testing::ah_to_self;
+using xpufab::testing::create_srd_qp;
 using xpufab::testing::open_efa_device;
 using xpufab::testing::qp_to_rts;
 
@@ -214,15 +215,7 @@ struct Verbs {
     ASSERT_NE(ch, nullptr);
     cq = ibv_create_cq(ctx, 64, nullptr, ch, 0);
     ASSERT_NE(cq, nullptr) << strerror(errno);
-    ibv_qp_init_attr qa{};
-    qa.send_cq = cq;
-    qa.recv_cq = cq;
-    qa.cap.max_send_wr = 16;
-    qa.cap.max_recv_wr = 16;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    qa.qp_type = IBV_QPT_DRIVER;
-    qp = efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
+    qp = create_srd_qp(pd, cq, cq);
     ASSERT_NE(qp, nullptr) << strerror(errno);
     ASSERT_EQ(qp_to_rts(qp, kQkey, 7), 0);
     ah = ah_to_self(ctx, pd);

@@ -3,6 +3,7 @@
 #ifndef XPUFAB_TESTING_SUPPORT_VERBS_UTIL_H_
 #define XPUFAB_TESTING_SUPPORT_VERBS_UTIL_H_
 
+#include <infiniband/efadv.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -21,6 +22,20 @@ inline ibv_context* open_efa_device() {
     if (std::string(ibv_get_device_name(list[i])) == "efa_0") ctx = ibv_open_device(list[i]);
   ibv_free_device_list(list);
   return ctx;
+}
+
+// An SRD QP through libefa's driver-QP entry (16 send and receive WRs, one SGE each), or nullptr
+// with errno set.
+inline ibv_qp* create_srd_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = send_cq;
+  qa.recv_cq = recv_cq;
+  qa.cap.max_send_wr = 16;
+  qa.cap.max_recv_wr = 16;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_DRIVER;
+  return efadv_create_driver_qp(pd, &qa, EFADV_QP_DRIVER_TYPE_SRD);
 }
 
 // RESET -> INIT (port 1, pkey 0, qkey) -> RTR -> RTS; `rnr_retry` is set on RTS unless negative
