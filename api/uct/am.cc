@@ -70,6 +70,18 @@ int on_ctl(void* arg, uint32_t src, const void* payload, uint32_t len) {
   return 0;
 }
 
+// The GID of an AH another interface of this device made (a sender known to the device but
+// not yet to this interface's core).
+bool gid_of_ahn(SharedDevice* dev, uint16_t ahn, uint8_t gid[16]) {
+  std::lock_guard<std::mutex> g(dev->ah_lock);
+  for (const auto& kv : dev->ahs)
+    if (kv.second.first->ahn() == ahn) {
+      std::memcpy(gid, kv.first.data(), 16);
+      return true;
+    }
+  return false;
+}
+
 // Moves the core's CQEs from the device CQ to the ring the core polls, giving senders without
 // an AH here one (and a peer entry) on the way: the CQE reaches the core as the device would
 // have written it had the AH existed, and no CQE can reach the core before its sender is known.
@@ -86,6 +98,15 @@ void relay_cqes(SrdIface* iface) {
         else
           ah_put(iface, c.raw.u.src_addr);  // table full: the core drops it as from nobody
       }
+    } else if (c.q_type == EFA_IO_RECV_QUEUE &&
+               proto_peer_lookup(iface->core, c.raw.base.ah, c.raw.base.src_qp_num) == PROTO_NONE) {
+      // The device knows the sender (another interface made its AH), this core does not yet.
+      uint8_t gid[16];
+      backend::Ah* ah = nullptr;
+      uint32_t idx;
+      if (gid_of_ahn(iface->dev, c.raw.base.ah, gid) && ah_get(iface, gid, &ah) == 0 &&
+          proto_peer_add(iface->core, ah->ahn(), c.raw.base.src_qp_num, kQkey, &idx) != 0)
+        ah_put(iface, gid);
     }
     const uint32_t p = iface->relay_prod++;
     efa_dp_nic_write_cqe(iface->relay + static_cast<size_t>(p & shadow->mask) * EFA_IO_CQE_SIZE, &c.raw,
@@ -240,11 +261,18 @@ int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p) {
     *ah_p = it->second.ah;
     return 0;
   }
-  backend::Ah* ah = nullptr;
-  int rc = iface->dev->dev->create_ah(iface->dev->pd, gid, &ah);
-  if (rc) return rc;
-  iface->ahs[key] = AhRef{ah, 1};
-  *ah_p = ah;
+  SharedDevice* dev = iface->dev;
+  std::lock_guard<std::mutex> g(dev->ah_lock);
+  auto d = dev->ahs.find(key);
+  if (d == dev->ahs.end()) {
+    backend::Ah* ah = nullptr;
+    int rc = dev->dev->create_ah(dev->pd, gid, &ah);
+    if (rc) return rc;
+    d = dev->ahs.emplace(key, std::make_pair(ah, 0)).first;
+  }
+  d->second.second++;
+  iface->ahs[key] = AhRef{d->second.first, 1};
+  *ah_p = d->second.first;
   return 0;
 }
 
@@ -253,6 +281,22 @@ void ah_put(SrdIface* iface, const uint8_t gid[16]) {
   auto it = iface->ahs.find(std::vector<uint8_t>(gid, gid + 16));
   if (it != iface->ahs.end() && it->second.refs > 0) it->second.refs--;
 }
+
+namespace {
+
+void ahs_release(SrdIface* iface) {
+  SharedDevice* dev = iface->dev;
+  std::lock_guard<std::mutex> g(dev->ah_lock);
+  for (auto& kv : iface->ahs) {
+    auto d = dev->ahs.find(kv.first);
+    if (d == dev->ahs.end() || --d->second.second > 0) continue;
+    dev->dev->destroy_ah(d->second.first);
+    dev->ahs.erase(d);
+  }
+  iface->ahs.clear();
+}
+
+}  // namespace
 
 ucs_status_t ep_core_connect(SrdEp* ep) {
   SrdIface* iface = ep->iface;
@@ -341,8 +385,7 @@ void core_teardown(SrdIface* iface) {
   if (iface->am_qp) iface->dev->dev->destroy_qp(iface->am_qp);
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
   if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
-  for (auto& kv : iface->ahs) iface->dev->dev->destroy_ah(kv.second.ah);
-  iface->ahs.clear();
+  ahs_release(iface);
   delete iface->core;
   iface->core = nullptr;
   iface->am_qp = nullptr;

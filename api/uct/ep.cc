@@ -375,6 +375,7 @@ void ep_destroy(uct_ep_h tl) {
     op.unpack = nullptr;
   }
   iface->eps.remove(ep);
+  tag_ep_gone(iface, ep);
   for (auto it = iface->failed.begin(); it != iface->failed.end();)
     it = *it == ep ? iface->failed.erase(it) : it + 1;
   if (ep->ah) ah_put(iface, ep->peer_gid);
@@ -426,6 +427,7 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
   }
   iface->outstanding.erase(op.seq);
   unreserve(iface, idx);
+  if (op.kind == OpKind::kTagRead) tag_op_done(iface, idx, st);
   if (ep) {
     if (op.rlen) {
       --ep->writes;

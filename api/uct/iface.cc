@@ -26,6 +26,11 @@ ucs_config_field_t g_iface_config_table[] = {
      "reserved per peer).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
     {"CREDITS", "32", "Active messages a peer may have in flight to us (rounded up to a power of 2).",
      offsetof(SrdIfaceConfig, credits), UCS_CONFIG_TYPE_UINT},
+    {"TM_ENABLE", "y", "Match tagged messages in the transport (the TAG_* offload rows) when the user\n"
+     "gives unexpected-message callbacks, as UCP does.", offsetof(SrdIfaceConfig, tm_enable),
+     UCS_CONFIG_TYPE_BOOL},
+    {"TM_LIST_SIZE", "1024", "Tagged receives that may be posted to the transport at once.",
+     offsetof(SrdIfaceConfig, tm_list_size), UCS_CONFIG_TYPE_UINT},
     {nullptr, nullptr, nullptr, 0, {}},
 };
 
@@ -71,6 +76,7 @@ bool any_pending(const SrdIface* iface) {
 }
 
 void iface_teardown(SrdIface* iface) {
+  tag_teardown(iface);
   core_teardown(iface);
   if (iface->qp) iface->dev->dev->destroy_qp(iface->qp);
   if (iface->cq) iface->dev->dev->destroy_cq(iface->cq);
@@ -141,6 +147,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
     attr->cap.get.max_iov = 1;
   }
   attr->cap.flags = flags;
+  tag_query(iface, attr);
   attr->cap.event_flags = 0;
   if (iface->epfd >= 0)
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
@@ -246,6 +253,7 @@ uct_iface_ops_t make_ops() {
   fill_ep_ops(&o);
   fill_am_ops(&o);
   fill_amo_ops(&o);
+  fill_tag_ops(&o);
   return o;
 }
 
@@ -388,6 +396,7 @@ unsigned iface_progress(uct_iface_h tl) {
     complete_op(iface, static_cast<uint32_t>(idx), st);
   }
   n += core_progress(iface);
+  n += tag_progress(iface);
   for (SrdEp* ep : iface->eps) complete_flushes(iface, &ep->flushes, ep->outstanding);
   if (!any_pending(iface)) complete_flushes(iface, &iface->flushes, iface->outstanding);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
@@ -438,6 +447,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
     return st;
   }
   int rc = setup(iface, cfg);
+  if (rc == 0) rc = tag_setup(iface, params, cfg);
   if (rc) {
     // UCX reports only "failed to open interface"; say which device step refused.
     std::fprintf(stderr, "xpufab srd: opening an interface on %s failed: %s (%d)\n", dev->name.c_str(),

@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "api/backend/backend.h"
+#include "api/proto/match.h"
 #include "api/proto/proto.h"
 #include "api/uct/ucx_compat.h"
 #include "device/efa_dp.h"
@@ -44,6 +45,11 @@ struct SharedDevice {
   std::mutex mr_lock;  // guards mrs and ifaces
   std::vector<Region> mrs;
   std::vector<struct SrdIface*> ifaces;
+  // One AH per remote GID for the whole device (its one PD), whichever interface made it: an RX
+  // completion names the AH the device has for the sender, so interfaces of one process must
+  // agree on it. refs counts the interfaces holding it.
+  std::mutex ah_lock;
+  std::map<std::vector<uint8_t>, std::pair<backend::Ah*, int>> ahs;
 };
 
 // The devices of the backend FI_EFA_BACKEND chooses (auto: hardware first, else the emulator).
@@ -100,6 +106,7 @@ enum class OpKind : uint8_t {
   kGetBcopy,
   kGetZcopy,
   kKeepAlive,
+  kTagRead,  // the RDMA read of a matched rendezvous (tag.cc)
 };
 
 // One outstanding SQ entry; index i owns bounce slot i.
@@ -144,6 +151,8 @@ struct SrdIfaceConfig {
   size_t seg_size;
   unsigned max_peers;
   unsigned credits;
+  int tm_enable;
+  unsigned tm_list_size;
 };
 
 // In the role of UCX's uct_rc_iface_ops flow-control hooks: receive buffers and AM credits, each
@@ -166,9 +175,72 @@ struct AhRef {
 // (it then holds an AH for us, which RDMA at the peer requires).
 inline constexpr uint32_t kUctAmId = 0;
 inline constexpr uint32_t kCtlAmId = 1;
+inline constexpr uint32_t kTagAmId = 2;  // tag offload messages (tag.cc)
 inline constexpr uint32_t kQkey = 0x11235813u;
 enum : uint8_t { kCtlConnReq = 1, kCtlConnAck = 2 };
 extern ucs_config_field_t g_iface_config_table[];
+
+// ---- tag offload state (tag.cc) ----
+
+struct TagRecv {  // one posted receive
+  uct_tag_context_t* ctx = nullptr;
+  void* buffer = nullptr;
+  uint64_t length = 0;
+  uint32_t lkey = 0;
+  uint32_t gen = 0;     // bumped on every reuse of the slot
+  bool busy = false;    // matched by a rendezvous whose data is still being read
+  bool forced = false;  // canceled with force while busy: no callback
+};
+
+struct TagSend {  // an outstanding rendezvous, the handle uct_ep_tag_rndv_zcopy returns
+  uint64_t id;
+  SrdEp* ep;
+  uct_completion_t* comp;
+};
+
+struct TagRead {  // a matched rendezvous: what to read from whom, and whom to tell
+  uint32_t slot;
+  uint32_t peer;  // in the core's peer table
+  uint64_t op_id;
+  uint64_t tag;
+  uint64_t raddr;
+  uint64_t msg_length;
+  uint32_t length;  // what fits the receive
+  uint32_t rkey;
+  uint32_t qpn, qkey;
+};
+
+struct TagFin {
+  uint32_t peer;
+  uint64_t op_id;
+  ucs_status_t status;
+};
+
+struct TagStats {
+  uint64_t eager_tx = 0, rndv_tx = 0, sw_rndv_tx = 0, posted = 0, matched_eager = 0, matched_rndv = 0,
+           matched_sw_rndv = 0, unexp_eager = 0, unexp_rndv = 0, rdma_reads = 0, canceled = 0;
+};
+
+struct TagState {
+  bool enabled = false;
+  bool stats_on = false;  // XPUFAB_UCT_TAG_STATS: print the counters when the interface closes
+  uct_tag_unexp_eager_cb_t eager_cb = nullptr;
+  void* eager_arg = nullptr;
+  uct_tag_unexp_rndv_cb_t rndv_cb = nullptr;
+  void* rndv_arg = nullptr;
+  proto_match match{};
+  std::vector<proto_match_entry> pool;
+  std::vector<TagRecv> recvs;
+  std::vector<uint32_t> free_slots;
+  std::map<uint64_t, TagSend*> sends;
+  uint64_t next_send_id = 1;
+  std::vector<TagRead> op_reads;  // by op index: the read that op is
+  std::deque<TagRead> reads;      // waiting for an SQ slot
+  std::deque<TagFin> fins;        // waiting for a core transmit buffer
+  std::deque<uct_tag_context_t*> canceled;  // completed_cb(UCS_ERR_CANCELED) due
+  std::vector<uint8_t> pack;
+  TagStats stats;
+};
 
 struct SrdIface {
   uct_base_iface_t super;  // first: UCX casts uct_iface_h to it
@@ -221,6 +293,7 @@ struct SrdIface {
   std::map<std::vector<uint8_t>, AhRef> ahs;
   int epfd = -1;
   uint32_t amo_outstanding = 0;  // fetching atomics waiting for their reply
+  TagState tag;
 };
 
 struct SrdEp {
@@ -289,6 +362,17 @@ void mr_publish(SharedDevice* dev, uint64_t addr, uint64_t len, uint32_t key);
 void mr_withdraw(SharedDevice* dev, uint32_t key);
 void iface_attach(SharedDevice* dev, SrdIface* iface);
 void iface_detach(SharedDevice* dev, SrdIface* iface);
+
+// tag.cc: tag offload rows.
+int tag_setup(SrdIface* iface, const uct_iface_params_t* params, const SrdIfaceConfig* cfg);
+void tag_teardown(SrdIface* iface);
+void tag_query(const SrdIface* iface, uct_iface_attr_t* attr);
+unsigned tag_progress(SrdIface* iface);
+bool tag_idle(const SrdIface* iface);
+void tag_op_done(SrdIface* iface, uint32_t idx, ucs_status_t status);
+void tag_read_done(SrdIface* iface, const TagRead& rd, ucs_status_t status);
+void tag_ep_gone(SrdIface* iface, SrdEp* ep);
+void fill_tag_ops(uct_iface_ops_t* ops);
 
 // The ops table and caps of a live interface, for the support-table tool.
 const uct_iface_ops_t& srd_iface_ops();

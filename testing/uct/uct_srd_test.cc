@@ -55,6 +55,12 @@ struct Side {
     return UCS_OK;
   }
 
+  // With tag callbacks the interface is opened as UCP opens it, with the tag offload rows on.
+  uct_tag_unexp_eager_cb_t eager_cb = nullptr;
+  uct_tag_unexp_rndv_cb_t rndv_cb = nullptr;
+  void* tag_arg = nullptr;
+  const char* tm_list_size = nullptr;
+
   void open() {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
     ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
@@ -85,6 +91,9 @@ struct Side {
     uct_config_release(mc);
     uct_iface_config_t* ic;
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic));
+    if (tm_list_size) {
+      ASSERT_EQ(UCS_OK, uct_config_modify(ic, "TM_LIST_SIZE", tm_list_size));
+    }
     uct_iface_params_t p{};
     p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                    UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
@@ -95,6 +104,14 @@ struct Side {
     p.mode.device.dev_name = dev.c_str();
     p.err_handler = on_error;
     p.err_handler_arg = this;
+    if (eager_cb) {
+      p.field_mask |= UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG |
+                      UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG;
+      p.eager_cb = eager_cb;
+      p.eager_arg = tag_arg;
+      p.rndv_cb = rndv_cb;
+      p.rndv_arg = tag_arg;
+    }
     ASSERT_EQ(UCS_OK, uct_iface_open(md, worker, &p, ic, &iface));
     uct_config_release(ic);
     uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -619,6 +636,326 @@ TEST_F(SrdTest, PeerDeathSeenByEpCheckAndOutstandingWork) {
   // The failed endpoint refuses new work instead of hanging.
   uint64_t v = 1;
   EXPECT_NE(UCS_OK, uct_ep_put_short(ep_, &v, 8, peer_.buf, rkey_.rkey));
+}
+
+// ---- tag offload: two interfaces of this process, one sending, one receiving ----
+
+// What the receiving interface's unexpected callbacks saw.
+struct Unexp {
+  int eager = 0, rndv = 0;
+  uint64_t stag = 0, imm = 0, raddr = 0;
+  unsigned flags = 0;
+  size_t length = 0;
+  std::vector<uint8_t> data, hdr;
+  uint8_t rkey[64] = {};
+
+  static ucs_status_t on_eager(void* arg, void* data, size_t length, unsigned flags, uct_tag_t stag, uint64_t imm,
+                               void**) {
+    auto* u = static_cast<Unexp*>(arg);
+    u->eager++;
+    u->stag = stag;
+    u->imm = imm;
+    u->flags = flags;
+    u->data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    return UCS_OK;
+  }
+  static ucs_status_t on_rndv(void* arg, unsigned flags, uint64_t stag, const void* header, unsigned hlen,
+                              uint64_t raddr, size_t length, const void* rkey_buf) {
+    auto* u = static_cast<Unexp*>(arg);
+    u->rndv++;
+    u->stag = stag;
+    u->flags = flags;
+    u->raddr = raddr;
+    u->length = length;
+    u->hdr.assign(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + hlen);
+    if (rkey_buf) std::memcpy(u->rkey, rkey_buf, sizeof(u->rkey) / 2);
+    return UCS_OK;
+  }
+};
+
+// A posted receive and what its callbacks reported.
+struct TagRecv {
+  uct_tag_context_t ctx;  // first: the callbacks cast back
+  int consumed = 0, completed = 0, rndv = 0;
+  ucs_status_t status = UCS_OK;
+  uint64_t stag = 0, imm = 0;
+  size_t length = 0;
+  std::vector<uint8_t> hdr;
+
+  TagRecv() {
+    std::memset(&ctx, 0, sizeof(ctx));
+    ctx.tag_consumed_cb = [](uct_tag_context_t* self) { reinterpret_cast<TagRecv*>(self)->consumed++; };
+    ctx.completed_cb = [](uct_tag_context_t* self, uct_tag_t stag, uint64_t imm, size_t length, void*,
+                          ucs_status_t status) {
+      auto* r = reinterpret_cast<TagRecv*>(self);
+      r->completed++;
+      r->stag = stag;
+      r->imm = imm;
+      r->length = length;
+      r->status = status;
+    };
+    ctx.rndv_cb = [](uct_tag_context_t* self, uct_tag_t stag, const void* header, unsigned hlen,
+                     ucs_status_t status, unsigned) {
+      auto* r = reinterpret_cast<TagRecv*>(self);
+      r->rndv++;
+      r->stag = stag;
+      r->status = status;
+      r->hdr.assign(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + hlen);
+    };
+  }
+};
+
+class SrdTagTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (Side* s : {&tx_, &rx_}) {
+      s->eager_cb = Unexp::on_eager;
+      s->rndv_cb = Unexp::on_rndv;
+      s->tag_arg = s == &rx_ ? &unexp_ : &tx_unexp_;
+      s->tm_list_size = "4";
+      s->open();
+    }
+    if (!(rx_.attr.cap.flags & UCT_IFACE_FLAG_TAG_RNDV_ZCOPY)) GTEST_SKIP() << "no tag offload (no RDMA read)";
+    Wire w = rx_.wire();
+    uct_ep_params_t ep{};
+    ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep.iface = tx_.iface;
+    ep.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+    ep.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+    ASSERT_EQ(UCS_OK, uct_ep_create(&ep, &ep_));
+  }
+
+  void TearDown() override {
+    if (ep_) uct_ep_destroy(ep_);
+    tx_.close();
+    rx_.close();
+  }
+
+  void progress() {
+    tx_.progress();
+    rx_.progress();
+  }
+
+  // Progresses both sides until `done` holds.
+  template <typename F>
+  void until(F done) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (!done()) {
+      progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "never happened";
+    }
+  }
+
+  template <typename F>
+  ucs_status_t retry(F f) {
+    ucs_status_t st;
+    while ((st = f()) == UCS_ERR_NO_RESOURCE) progress();
+    return st;
+  }
+
+  ucs_status_t post(TagRecv* r, uct_tag_t tag, uct_tag_t mask, void* buf, size_t len) {
+    uct_iov_t iov{buf, len, rx_.memh, 0, 1};
+    return uct_iface_tag_recv_zcopy(rx_.iface, tag, mask, &iov, 1, &r->ctx);
+  }
+
+  Side tx_, rx_;
+  Unexp unexp_, tx_unexp_;
+  uct_ep_h ep_ = nullptr;
+};
+
+TEST_F(SrdTagTest, AdvertisesTagRowsAndLimits) {
+  const uint64_t f = rx_.attr.cap.flags;
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_TAG_EAGER_SHORT);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_TAG_EAGER_BCOPY);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY);
+  EXPECT_TRUE(f & UCT_IFACE_FLAG_GET_ZCOPY);  // what UCP also needs for a tag lane
+  EXPECT_EQ(4u, rx_.attr.cap.tag.recv.max_outstanding);
+  EXPECT_GE(rx_.attr.cap.tag.eager.max_bcopy, 1024u);
+  EXPECT_GE(rx_.attr.cap.tag.rndv.max_hdr, 24u);  // UCP's unexpected-rendezvous header
+  EXPECT_GE(rx_.attr.cap.tag.rndv.max_zcopy, size_t{1} << 20);
+  EXPECT_EQ(rx_.attr.cap.tag.rndv.max_zcopy, rx_.attr.cap.tag.recv.max_zcopy);
+}
+
+TEST_F(SrdTagTest, EagerMatchesPostedReceivesOrGoesUnexpected) {
+  uint8_t* src = tx_.buf.data();
+  fill_pattern(src, 65536, 11);
+  uint8_t* dst = rx_.buf.data();
+  TagRecv a, b, c;
+  ASSERT_EQ(UCS_OK, post(&a, 0x1234, ~0ull, dst, 4096));
+  ASSERT_EQ(UCS_OK, post(&b, 0xab00, 0xff00, dst + 4096, 4096));  // low byte ignored
+  ASSERT_EQ(UCS_OK, post(&c, 0x77, ~0ull, dst + 8192, 16));       // too small for what comes
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_eager_short(ep_, 0x1234, src, 100); }));
+  struct Arg {
+    const uint8_t* p;
+    size_t n;
+  } arg{src + 1000, 3000};
+  auto pack = [](void* dest, void* x) -> size_t {
+    auto* q = static_cast<Arg*>(x);
+    std::memcpy(dest, q->p, q->n);
+    return q->n;
+  };
+  ssize_t packed;
+  while ((packed = uct_ep_tag_eager_bcopy(ep_, 0xab42, 7, pack, &arg, 0)) == UCS_ERR_NO_RESOURCE) progress();
+  ASSERT_EQ(3000, packed);
+  uct_iov_t two[2] = {{src + 5000, 40, tx_.memh, 0, 1}, {src + 9000, 60, tx_.memh, 0, 1}};
+  Comp zc;
+  ucs_status_t st = retry([&] { return uct_ep_tag_eager_zcopy(ep_, 0x77, 0, two, 2, 0, &zc.c); });
+  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS);
+  // No receive for this one: the unexpected callback gets it, with its imm.
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_eager_zcopy(ep_, 0x999, 5, two, 1, 0, &zc.c); }));
+  until([&] { return a.completed && b.completed && c.completed && unexp_.eager; });
+  EXPECT_EQ(1, a.consumed);
+  EXPECT_EQ(UCS_OK, a.status);
+  EXPECT_EQ(0x1234u, a.stag);
+  EXPECT_EQ(100u, a.length);
+  EXPECT_EQ(0, std::memcmp(dst, src, 100));
+  EXPECT_EQ(UCS_OK, b.status);
+  EXPECT_EQ(0xab42u, b.stag);
+  EXPECT_EQ(7u, b.imm);
+  EXPECT_EQ(3000u, b.length);
+  EXPECT_EQ(0, std::memcmp(dst + 4096, src + 1000, 3000));
+  EXPECT_EQ(UCS_ERR_MESSAGE_TRUNCATED, c.status);
+  EXPECT_EQ(100u, c.length);
+  EXPECT_EQ(0, std::memcmp(dst + 8192, src + 5000, 16));
+  EXPECT_EQ(1, unexp_.eager);
+  EXPECT_EQ(0x999u, unexp_.stag);
+  EXPECT_EQ(5u, unexp_.imm);
+  EXPECT_TRUE(unexp_.flags & UCT_CB_PARAM_FLAG_FIRST);
+  EXPECT_FALSE(unexp_.flags & UCT_CB_PARAM_FLAG_MORE);
+  ASSERT_EQ(40u, unexp_.data.size());
+  EXPECT_EQ(0, std::memcmp(unexp_.data.data(), src + 5000, 40));
+  // Matched receives are gone: the same tag now arrives unexpected.
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_eager_short(ep_, 0x1234, src, 8); }));
+  until([&] { return unexp_.eager == 2; });
+  EXPECT_EQ(1, a.completed);
+}
+
+TEST_F(SrdTagTest, RendezvousIsReadIntoThePostedReceive) {
+  constexpr size_t kLen = 300000;
+  uint8_t* src = tx_.buf.data();
+  fill_pattern(src, kLen, 21);
+  TagRecv r;
+  ASSERT_EQ(UCS_OK, post(&r, 0x55, ~0ull, rx_.buf.data(), kLen + 100));
+  uct_iov_t iov{src, kLen, tx_.memh, 0, 1};
+  Comp c;
+  const uint8_t hdr[24] = {1, 2, 3};
+  ucs_status_ptr_t op;
+  while ((op = uct_ep_tag_rndv_zcopy(ep_, 0x55, hdr, sizeof(hdr), &iov, 1, 0, &c.c)) ==
+         UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE))
+    progress();
+  ASSERT_FALSE(UCS_PTR_IS_ERR(op)) << ucs_status_string(UCS_PTR_STATUS(op));
+  until([&] { return r.completed && c.calls; });
+  EXPECT_EQ(1, r.consumed);
+  EXPECT_EQ(UCS_OK, r.status);
+  EXPECT_EQ(kLen, r.length);
+  EXPECT_EQ(0, std::memcmp(rx_.buf.data(), src, kLen));
+  EXPECT_EQ(UCS_OK, c.c.status);
+  EXPECT_EQ(0, unexp_.rndv);  // the header is seen only by an unexpected receiver
+}
+
+TEST_F(SrdTagTest, UnexpectedRendezvousCarriesWhatASoftwareReadNeeds) {
+  constexpr size_t kLen = 70000;
+  uint8_t* src = tx_.buf.data();
+  fill_pattern(src, kLen, 31);
+  uct_iov_t iov{src, kLen, tx_.memh, 0, 1};
+  Comp c;
+  const uint8_t hdr[24] = {9, 8, 7, 6};
+  ucs_status_ptr_t op;
+  while ((op = uct_ep_tag_rndv_zcopy(ep_, 0x66, hdr, sizeof(hdr), &iov, 1, 0, &c.c)) ==
+         UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE))
+    progress();
+  ASSERT_FALSE(UCS_PTR_IS_ERR(op));
+  until([&] { return unexp_.rndv == 1; });
+  EXPECT_EQ(0x66u, unexp_.stag);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(src), unexp_.raddr);
+  EXPECT_EQ(kLen, unexp_.length);
+  ASSERT_EQ(sizeof(hdr), unexp_.hdr.size());
+  EXPECT_EQ(0, std::memcmp(unexp_.hdr.data(), hdr, sizeof(hdr)));
+  // The receiver reads the data itself with the key it was given (UCP's software rendezvous).
+  uct_rkey_bundle_t rk;
+  ASSERT_EQ(UCS_OK, uct_rkey_unpack(rx_.comp, unexp_.rkey, &rk));
+  Wire w = tx_.wire();
+  uct_ep_params_t p{};
+  p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+  p.iface = rx_.iface;
+  p.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+  p.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+  uct_ep_h back;
+  ASSERT_EQ(UCS_OK, uct_ep_create(&p, &back));
+  uct_iov_t dst{rx_.buf.data(), kLen, rx_.memh, 0, 1};
+  Comp g;
+  ucs_status_t st;
+  while ((st = uct_ep_get_zcopy(back, &dst, 1, unexp_.raddr, rk.rkey, &g.c)) == UCS_ERR_NO_RESOURCE) progress();
+  ASSERT_EQ(UCS_INPROGRESS, st);
+  until([&] { return g.calls == 1; });
+  EXPECT_EQ(0, std::memcmp(rx_.buf.data(), src, kLen));
+  uct_ep_destroy(back);
+  uct_rkey_release(rx_.comp, &rk);
+  // The sender's operation ends by cancel, without its completion.
+  EXPECT_EQ(UCS_OK, uct_ep_tag_rndv_cancel(ep_, op));
+  for (int i = 0; i < 100; ++i) progress();
+  EXPECT_EQ(0, c.calls);
+}
+
+TEST_F(SrdTagTest, SoftwareRendezvousRequestReachesTheReceiveOrTheCallback) {
+  const uint8_t hdr[40] = {4, 4, 4, 4, 4};
+  TagRecv r;
+  ASSERT_EQ(UCS_OK, post(&r, 0x88, ~0ull, rx_.buf.data(), 4096));
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_rndv_request(ep_, 0x88, hdr, sizeof(hdr), 0); }));
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_rndv_request(ep_, 0x89, hdr, 20, 0); }));
+  until([&] { return r.rndv && unexp_.rndv; });
+  EXPECT_EQ(1, r.consumed);
+  EXPECT_EQ(0, r.completed);
+  EXPECT_EQ(UCS_OK, r.status);
+  ASSERT_EQ(sizeof(hdr), r.hdr.size());
+  EXPECT_EQ(0, std::memcmp(r.hdr.data(), hdr, sizeof(hdr)));
+  EXPECT_EQ(0x89u, unexp_.stag);
+  EXPECT_EQ(0u, unexp_.raddr);  // a software request: no remote buffer
+  EXPECT_EQ(20u, unexp_.hdr.size());
+}
+
+TEST_F(SrdTagTest, CancelLimitsAndBadInput) {
+  TagRecv r[5];
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(UCS_OK, post(&r[i], 0x100 + i, ~0ull, rx_.buf.data() + 64 * i, 64));
+  EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, post(&r[4], 0x200, ~0ull, rx_.buf.data(), 64));
+  EXPECT_EQ(UCS_OK, uct_iface_tag_recv_cancel(rx_.iface, &r[0].ctx, 0));
+  EXPECT_EQ(UCS_OK, uct_iface_tag_recv_cancel(rx_.iface, &r[1].ctx, 1));
+  EXPECT_EQ(UCS_ERR_NO_ELEM, uct_iface_tag_recv_cancel(rx_.iface, &r[1].ctx, 0));  // already gone
+  until([&] { return r[0].completed == 1; });
+  EXPECT_EQ(UCS_ERR_CANCELED, r[0].status);
+  for (int i = 0; i < 50; ++i) progress();
+  EXPECT_EQ(0, r[1].completed);
+  // Canceled receives match nothing: their tag is unexpected now.
+  ASSERT_EQ(UCS_OK, retry([&] { return uct_ep_tag_eager_short(ep_, 0x100, rx_.buf.data(), 8); }));
+  until([&] { return unexp_.eager == 1; });
+  // The slots are free again.
+  EXPECT_EQ(UCS_OK, post(&r[4], 0x200, ~0ull, rx_.buf.data(), 64));
+  EXPECT_EQ(UCS_OK, uct_iface_tag_recv_cancel(rx_.iface, &r[4].ctx, 1));
+  uct_iov_t two[2] = {{rx_.buf.data(), 8, rx_.memh, 0, 1}, {rx_.buf.data(), 8, rx_.memh, 0, 1}};
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_iface_tag_recv_zcopy(rx_.iface, 1, ~0ull, two, 2, &r[4].ctx));
+  std::vector<uint8_t> big(tx_.attr.cap.tag.eager.max_short + 1);
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_tag_eager_short(ep_, 1, big.data(), big.size()));
+  std::vector<uint8_t> bighdr(tx_.attr.cap.tag.rndv.max_hdr + 1);
+  uct_iov_t iov{tx_.buf.data(), 64, tx_.memh, 0, 1};
+  Comp c;
+  EXPECT_EQ(UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM),
+            uct_ep_tag_rndv_zcopy(ep_, 1, bighdr.data(), bighdr.size(), &iov, 1, 0, &c.c));
+  // A bad key is an error at the receiver and at the sender, not a hang.
+  TagRecv bad;
+  ASSERT_EQ(UCS_OK, post(&bad, 0x300, ~0ull, rx_.buf.data(), 4096));
+  std::vector<uint8_t> scratch(4096);
+  ucs_status_ptr_t op;
+  // The rkey travels in the request: one of a deregistered region makes the read fail.
+  uct_mem_h gone;
+  ASSERT_EQ(UCS_OK, uct_md_mem_reg(tx_.md, scratch.data(), scratch.size(), UCT_MD_MEM_ACCESS_ALL, &gone));
+  uct_iov_t g{scratch.data(), 64, gone, 0, 1};
+  while ((op = uct_ep_tag_rndv_zcopy(ep_, 0x300, nullptr, 0, &g, 1, 0, &c.c)) == UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE))
+    progress();
+  ASSERT_FALSE(UCS_PTR_IS_ERR(op));
+  ASSERT_EQ(UCS_OK, uct_md_mem_dereg(tx_.md, gone));
+  until([&] { return bad.completed && c.calls; });
+  EXPECT_NE(UCS_OK, bad.status);
+  EXPECT_NE(UCS_OK, c.c.status);
 }
 
 }  // namespace

@@ -45,10 +45,25 @@ run add_lat "${uct[@]}" -t add_lat -n 1000
 run fadd "${uct[@]}" -t fadd -n 1000
 run cswap "${uct[@]}" -t cswap -n 1000
 
-export UCX_TLS=srd
+# A counter line each process prints when its interface closes: the evidence that UCP took the
+# tag offload path (a tag lane on srd), not its own matching over AMs.
+expect() {
+  if ! grep -Eq "$2" "$TEST_TMPDIR/$1"; then echo "FAIL: $1 lacks /$2/"; grep 'tag offload' "$TEST_TMPDIR/$1"; fail=1; fi
+}
+
+export UCX_TLS=srd XPUFAB_UCT_TAG_STATS=1
 server_args=()
 run tag_lat -t tag_lat -n 2000
+# Small messages go out as tag eager sends and reach UCP through the unexpected-eager callback.
+expect tag_lat.cli 'tag offload: enabled 1 eager_tx [1-9]'
+expect tag_lat.srv 'unexp_eager [1-9]'
 run tag_bw -t tag_bw -s 65536 -n 200
+# Large ones are rendezvous requests matched here against receives UCP posted to the transport,
+# and fetched by RDMA read.
+expect tag_bw.cli 'rndv_tx [1-9]'
+expect tag_bw.srv 'posted [1-9][0-9]* matched_eager [0-9]+ matched_rndv [1-9]'
+expect tag_bw.srv 'rdma_reads [1-9]'
+unset XPUFAB_UCT_TAG_STATS
 run ucp_put_bw -t ucp_put_bw -s 65536 -n 200
 run ucp_get -t ucp_get -s 65536 -n 200
 run ucp_fadd -t ucp_fadd -n 1000
