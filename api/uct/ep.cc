@@ -268,9 +268,10 @@ ucs_status_t ep_flush(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
     // pending is the caller's to purge.
     ep->canceled = true;
   }
-  if (!ep->pending.empty()) return UCS_ERR_NO_RESOURCE;
-  if (ep->outstanding.empty() && core_idle(ep->iface)) return UCS_OK;
-  if (comp) ep->flushes.push_back({ep->iface->next_seq, comp});
+  const bool pending = !ep->pending.empty();
+  if (!pending && ep->outstanding.empty() && core_idle(ep->iface) && tag_idle(ep->iface)) return UCS_OK;
+  // Pending requests are covered too: the flush arms when the last one queued now has gone out.
+  if (comp) ep->flushes.push_back({ep->iface->next_seq, comp, !pending, ep->pending_done + ep->pending.size()});
   return UCS_INPROGRESS;
 }
 
@@ -293,6 +294,7 @@ void pending_purge(uct_ep_h tl, uct_pending_purge_callback_t cb, void* arg) {
   SrdEp* ep = ep_of(tl);
   std::deque<uct_pending_req_t*> q;
   q.swap(ep->pending);
+  ep->pending_done += q.size();
   for (uct_pending_req_t* r : q)
     if (cb) cb(r, arg);
 }
@@ -448,7 +450,10 @@ void dispatch_pending(SrdIface* iface) {
       uct_pending_req_t* r = ep->pending.front();
       ucs_status_t st = r->func(r);
       if (st != UCS_OK) break;  // kept: retried on the next progress
-      if (!ep->pending.empty() && ep->pending.front() == r) ep->pending.pop_front();
+      if (!ep->pending.empty() && ep->pending.front() == r) {
+        ep->pending.pop_front();
+        ++ep->pending_done;
+      }
     }
     ep->dispatching = false;
   }

@@ -61,7 +61,7 @@ bool cq_has_entry(SrdIface*, efa_cq* cq) {
 }
 
 void complete_flushes(SrdIface* iface, std::deque<FlushReq>* q, const std::set<uint64_t>& outstanding) {
-  while (!q->empty() && core_idle(iface) &&
+  while (!q->empty() && q->front().armed && core_idle(iface) && tag_idle(iface) &&
          (outstanding.empty() || *outstanding.begin() >= q->front().upto)) {
     uct_completion_t* comp = q->front().comp;
     q->pop_front();
@@ -191,10 +191,10 @@ int iface_is_reachable(const uct_iface_h, const uct_device_addr_t* dev_addr,
 ucs_status_t iface_flush(uct_iface_h tl, unsigned flags, uct_completion_t* comp) {
   SrdIface* iface = iface_of(tl);
   if (flags & UCT_FLUSH_FLAG_CANCEL) return UCS_ERR_UNSUPPORTED;
-  // Pending requests first: the caller progresses and flushes again.
-  if (any_pending(iface)) return UCS_ERR_NO_RESOURCE;
-  if (iface->outstanding.empty() && core_idle(iface)) return UCS_OK;
-  if (comp) iface->flushes.push_back({iface->next_seq, comp});
+  const bool pending = any_pending(iface);
+  if (!pending && iface->outstanding.empty() && core_idle(iface) && tag_idle(iface)) return UCS_OK;
+  // What is pending is covered too: the flush arms when the last pending request has gone out.
+  if (comp) iface->flushes.push_back({iface->next_seq, comp, !pending, 0});
   return UCS_INPROGRESS;
 }
 
@@ -397,8 +397,8 @@ unsigned iface_progress(uct_iface_h tl) {
   }
   n += core_progress(iface);
   n += tag_progress(iface);
-  for (SrdEp* ep : iface->eps) complete_flushes(iface, &ep->flushes, ep->outstanding);
-  if (!any_pending(iface)) complete_flushes(iface, &iface->flushes, iface->outstanding);
+  for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
+  iface_flushes_progress(iface);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
   // here touches the endpoint afterwards.
   while (!iface->failed.empty()) {
@@ -408,14 +408,30 @@ unsigned iface_progress(uct_iface_h tl) {
     ++n;
   }
   dispatch_pending(iface);
+  // Flushes that were waiting for pending requests arm now that those went out.
+  for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
+  iface_flushes_progress(iface);
   return n;
 }
 
 // Called by every ep completion; keeps the iface-level flush queue moving too.
 void iface_flushes_progress(SrdIface* iface) {
-  if (!any_pending(iface)) complete_flushes(iface, &iface->flushes, iface->outstanding);
+  if (!any_pending(iface))
+    for (FlushReq& f : iface->flushes)
+      if (!f.armed) {
+        f.armed = true;
+        f.upto = iface->next_seq;
+      }
+  complete_flushes(iface, &iface->flushes, iface->outstanding);
 }
-void ep_flushes_progress(SrdEp* ep) { complete_flushes(ep->iface, &ep->flushes, ep->outstanding); }
+void ep_flushes_progress(SrdEp* ep) {
+  for (FlushReq& f : ep->flushes)
+    if (!f.armed && ep->pending_done >= f.pending_target) {
+      f.armed = true;
+      f.upto = ep->iface->next_seq;
+    }
+  complete_flushes(ep->iface, &ep->flushes, ep->outstanding);
+}
 
 ucs_status_t query_devices(uct_md_h tl, uct_tl_device_resource_t** devices_p, unsigned* num_p) {
   auto* md = reinterpret_cast<SrdMd*>(tl);

@@ -127,6 +127,10 @@ struct Op {
 struct FlushReq {
   uint64_t upto;  // every op with seq < upto must have completed
   uct_completion_t* comp;
+  // A flush issued while requests were pending covers them too: it is armed (upto set) once
+  // they have all been dispatched, ep flushes counting them by pending_target.
+  bool armed = true;
+  uint64_t pending_target = 0;
 };
 
 enum class Dir : uint8_t { kTx = 0, kRx = 1 };
@@ -311,6 +315,7 @@ struct SrdEp {
   bool fence = false;
   uint64_t fence_upto = 0;
   std::deque<uct_pending_req_t*> pending;
+  uint64_t pending_done = 0;  // requests that left the pending queue (dispatched or purged)
   bool dispatching = false;
   bool canceled = false;  // flushed with UCT_FLUSH_FLAG_CANCEL
   uint32_t peer_idx = PROTO_NONE;  // in the core's peer table

@@ -567,6 +567,56 @@ TEST_F(SrdTest, PendingUnderAFullQueueRunsInOrder) {
   EXPECT_EQ(UCS_ERR_BUSY, uct_ep_pending_add(ep_, &r, 0));
 }
 
+// A flush issued while requests are pending is in progress (not "no resource") and completes
+// only once those requests have gone out and what they posted has completed.
+TEST_F(SrdTest, FlushWithPendingRequestsCompletesAfterThem) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT)) GTEST_SKIP() << "no RDMA write";
+  uint64_t v = 0;
+  size_t posted = 0;
+  while (uct_ep_put_short(ep_, &v, sizeof(v), peer_.buf + 4096 + 8 * posted, rkey_.rkey) == UCS_OK) ++posted;
+  ASSERT_GT(posted, 0u);
+  struct Req {
+    uct_pending_req_t r;
+    uct_ep_h ep;
+    uint64_t remote;
+    uct_rkey_t rkey;
+    uint64_t value;
+    int ran;
+  };
+  std::vector<Req> reqs(4);
+  for (int i = 0; i < 4; ++i) {
+    reqs[i] = Req{{[](uct_pending_req_t* self) -> ucs_status_t {
+                     auto* q = reinterpret_cast<Req*>(self);
+                     ucs_status_t st = uct_ep_put_short(q->ep, &q->value, sizeof(q->value), q->remote, q->rkey);
+                     if (st == UCS_OK) q->ran = 1;
+                     return st;
+                   },
+                   {}},
+                  ep_, peer_.buf + 8 * i, rkey_.rkey, 5000u + i, 0};
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep_, &reqs[i].r, 0));
+  }
+  EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(ep_, 0, nullptr));
+  Comp ec, ic;
+  ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep_, 0, &ec.c));
+  ASSERT_EQ(UCS_INPROGRESS, uct_iface_flush(local_.iface, 0, &ic.c));
+  auto t0 = std::chrono::steady_clock::now();
+  while (ec.calls == 0 || ic.calls == 0) {
+    local_.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "flush never completed";
+    // Neither flush may complete before the last pending request has run.
+    if (ec.calls || ic.calls) {
+      for (const Req& r : reqs) ASSERT_EQ(1, r.ran);
+    }
+  }
+  EXPECT_EQ(1, ec.calls);
+  EXPECT_EQ(1, ic.calls);
+  EXPECT_EQ(UCS_OK, ec.c.status);
+  uint64_t want[4] = {5000, 5001, 5002, 5003};
+  EXPECT_EQ(checksum(reinterpret_cast<uint8_t*>(want), sizeof(want)), ask(kSum, 0, sizeof(want)));
+  EXPECT_EQ(UCS_OK, uct_ep_flush(ep_, 0, nullptr));
+  EXPECT_EQ(UCS_OK, uct_iface_flush(local_.iface, 0, nullptr));
+}
+
 TEST_F(SrdTest, FlushWithCompletionAndFence) {
   if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_BCOPY)) GTEST_SKIP() << "no RDMA write";
   EXPECT_EQ(UCS_OK, uct_ep_flush(ep_, 0, nullptr));  // nothing outstanding
