@@ -168,8 +168,8 @@ void fc_handler(SrdIface* iface) { proto_tx_run(iface->core); }
 
 ucs_status_t am_send(SrdEp* ep, uint8_t id, const void* a, uint32_t alen, const void* b, uint32_t blen) {
   if (id >= UCT_AM_ID_MAX) return UCS_ERR_INVALID_PARAM;
-  if (ep->failed) return UCS_ERR_ENDPOINT_TIMEOUT;
-  if (!ep->connected) return UCS_ERR_NOT_CONNECTED;
+  if (ep->failed) return ep->fail_status;
+  if (!ep->connected) return not_connected_status(ep);
   SrdIface* iface = ep->iface;
   if (!ep->pending.empty() && !ep->dispatching) return UCS_ERR_NO_RESOURCE;
   if (ep->req_due && ep_core_connect(ep) != UCS_OK) return UCS_ERR_NO_RESOURCE;

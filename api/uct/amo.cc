@@ -30,8 +30,8 @@ int fi_op_of(unsigned opcode) {
 ucs_status_t start(uct_ep_h tl, int kind, unsigned opcode, int datatype, const void* value, const void* compare,
                    uint64_t raddr, uct_rkey_t rkey, void* result, uct_completion_t* comp) {
   SrdEp* ep = ep_of(tl);
-  if (ep->failed) return UCS_ERR_ENDPOINT_TIMEOUT;
-  if (!ep->connected) return UCS_ERR_NOT_CONNECTED;
+  if (ep->failed) return ep->fail_status;
+  if (!ep->connected) return not_connected_status(ep);
   if (!ep->pending.empty() && !ep->dispatching) return UCS_ERR_NO_RESOURCE;
   if (ep->req_due && ep_core_connect(ep) != UCS_OK) return UCS_ERR_NO_RESOURCE;
   const int op = kind == PROTO_ATOMIC_COMPARE ? FI_CSWAP : fi_op_of(opcode);

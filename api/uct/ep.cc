@@ -34,8 +34,8 @@ bool resources_free(SrdEp* ep) {
 uint8_t* bounce_of(SrdIface* iface, uint32_t idx) { return iface->bounce + size_t{idx} * iface->seg_size; }
 
 ucs_status_t unusable(const SrdEp* ep) {
-  if (ep->failed) return UCS_ERR_ENDPOINT_TIMEOUT;
-  if (!ep->connected) return UCS_ERR_NOT_CONNECTED;
+  if (ep->failed) return ep->fail_status;
+  if (!ep->connected) return not_connected_status(ep);
   return UCS_OK;
 }
 
@@ -345,8 +345,9 @@ ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) {
   SrdIface* iface = iface_of(params->iface);
   const bool to_iface = (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) &&
                         (params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR);
-  if (params->field_mask & (UCT_EP_PARAM_FIELD_SOCKADDR | UCT_EP_PARAM_FIELD_CM))
-    return UCS_ERR_UNSUPPORTED;
+  if (params->field_mask & UCT_EP_PARAM_FIELD_CM) return UCS_ERR_UNSUPPORTED;  // no uct_cm here
+  const bool to_sockaddr = (params->field_mask & UCT_EP_PARAM_FIELD_SOCKADDR) != 0;
+  if (to_sockaddr && to_iface) return UCS_ERR_INVALID_PARAM;
   auto* ep = new SrdEp();
   int count = 1;
   ucs_status_t st = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class, &count, &iface->super);
@@ -356,6 +357,7 @@ ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) {
   }
   ep->iface = iface;
   if (to_iface) st = connect(ep, params->dev_addr, params->iface_addr);
+  if (to_sockaddr) st = sockaddr_ep_start(ep, params);
   if (st != UCS_OK) {
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     delete ep;
@@ -378,6 +380,7 @@ void ep_destroy(uct_ep_h tl) {
   }
   iface->eps.remove(ep);
   tag_ep_gone(iface, ep);
+  sockaddr_ep_gone(ep);
   for (auto it = iface->failed.begin(); it != iface->failed.end();)
     it = *it == ep ? iface->failed.erase(it) : it + 1;
   if (ep->ah) ah_put(iface, ep->peer_gid);
@@ -398,6 +401,10 @@ ucs_status_t ep_connect_to_ep(uct_ep_h tl, const uct_device_addr_t* dev_addr,
 }
 
 }  // namespace
+
+ucs_status_t ep_connect_addr(SrdEp* ep, const uct_device_addr_t* dev_addr, const void* iface_addr) {
+  return connect(ep, dev_addr, iface_addr);
+}
 
 bool ep_can_post(const SrdEp* cep) {
   auto* ep = const_cast<SrdEp*>(cep);

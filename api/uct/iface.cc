@@ -148,6 +148,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   }
   attr->cap.flags = flags;
   tag_query(iface, attr);
+  sockaddr_query(iface, attr);
   attr->cap.event_flags = 0;
   if (iface->epfd >= 0)
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
@@ -155,7 +156,6 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   attr->device_addr_len = sizeof(iface->gid);
   attr->iface_addr_len = sizeof(IfaceAddr);
   attr->ep_addr_len = sizeof(IfaceAddr);
-  attr->max_conn_priv = 0;
   attr->overhead = 75e-9;
   attr->bandwidth.dedicated = 0;
   attr->bandwidth.shared = d.link_speed_gbps ? d.link_speed_gbps * 1e9 / 8 : 12.5e9;
@@ -254,6 +254,7 @@ uct_iface_ops_t make_ops() {
   fill_am_ops(&o);
   fill_amo_ops(&o);
   fill_tag_ops(&o);
+  fill_sockaddr_ops(&o);
   return o;
 }
 
@@ -397,6 +398,7 @@ unsigned iface_progress(uct_iface_h tl) {
   }
   n += core_progress(iface);
   n += tag_progress(iface);
+  n += sockaddr_progress(iface);
   for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
   iface_flushes_progress(iface);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
@@ -444,6 +446,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
   auto* md = reinterpret_cast<SrdMd*>(tl_md);
   if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE)) return UCS_ERR_INVALID_PARAM;
   if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) return UCS_ERR_UNSUPPORTED;
+  if (params->mode.device.dev_name == nullptr) return UCS_ERR_INVALID_PARAM;
   if (std::strcmp(params->mode.device.dev_name, md->dev->name.c_str()) != 0) return UCS_ERR_NO_DEVICE;
   const auto* cfg = reinterpret_cast<const SrdIfaceConfig*>(tl_config);
   SharedDevice* dev = nullptr;

@@ -64,7 +64,7 @@ ucs_status_t md_query(uct_md_h tl, uct_md_attr_t* attr) {
   std::memset(attr, 0, sizeof(*attr));
   attr->cap.max_alloc = 0;
   attr->cap.max_reg = md->dev->attr.max_rdma_size ? SIZE_MAX : 0;
-  attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
+  attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_SOCKADDR;
   attr->cap.reg_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
   attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
   attr->cap.detect_mem_types = 0;
@@ -117,8 +117,8 @@ ucs_status_t detect_memory_type(uct_md_h, const void*, size_t, ucs_memory_type_t
   return UCS_OK;
 }
 
-int sockaddr_accessible(uct_md_h, const ucs_sock_addr_t*, uct_sockaddr_accessibility_t) {
-  return 0;
+int is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t* sockaddr, uct_sockaddr_accessibility_t mode) {
+  return sockaddr_accessible(sockaddr, mode);
 }
 
 uct_md_ops_t g_md_ops = {
@@ -131,7 +131,7 @@ uct_md_ops_t g_md_ops = {
     mem_dereg,
     nullptr,  // mem_query: host memory only, nothing to report
     mkey_pack,
-    sockaddr_accessible,
+    is_sockaddr_accessible,
     detect_memory_type,
 };
 

@@ -246,6 +246,17 @@ struct TagState {
   TagStats stats;
 };
 
+// ---- connection by socket address (sockaddr.cc) ----
+
+struct SaClient {  // client: an endpoint created with a sockaddr
+  enum State : uint8_t { kConnecting, kWaitReply, kDone };
+  int fd = -1;
+  State state = kConnecting;
+  std::vector<uint8_t> out, in;
+  uct_cm_ep_client_connect_callback_t cb = nullptr;
+  void* arg = nullptr;
+};
+
 struct SrdIface {
   uct_base_iface_t super;  // first: UCX casts uct_iface_h to it
   SrdMd* md = nullptr;
@@ -298,6 +309,7 @@ struct SrdIface {
   int epfd = -1;
   uint32_t amo_outstanding = 0;  // fetching atomics waiting for their reply
   TagState tag;
+  uint32_t sa_clients = 0;  // endpoints connecting by sockaddr (sockaddr.cc)
 };
 
 struct SrdEp {
@@ -325,7 +337,14 @@ struct SrdEp {
   bool core_wait = false;          // an AM or atomic found the core's transmit pool full
   bool write_wait = false;         // a write waits for an overlapping one: no resource until
                                    // one of ours completes
+  std::unique_ptr<SaClient> sa;    // created with a sockaddr
+  bool sa_connecting = false;      // ... and not answered yet: ops wait (no resource)
 };
+
+// What an op on an endpoint that is not connected (yet) gets.
+inline ucs_status_t not_connected_status(const SrdEp* ep) {
+  return ep->sa_connecting ? UCS_ERR_NO_RESOURCE : UCS_ERR_NOT_CONNECTED;
+}
 
 inline SrdIface* iface_of(uct_iface_h tl) { return reinterpret_cast<SrdIface*>(tl); }
 inline SrdEp* ep_of(uct_ep_h tl) { return reinterpret_cast<SrdEp*>(tl); }
@@ -348,6 +367,8 @@ void fill_ep_ops(uct_iface_ops_t* ops);
 void complete_op(SrdIface* iface, uint32_t index, ucs_status_t status);
 void dispatch_pending(SrdIface* iface);
 void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status);
+// Connects an endpoint to a peer interface's device and interface addresses.
+ucs_status_t ep_connect_addr(SrdEp* ep, const uct_device_addr_t* dev_addr, const void* iface_addr);
 bool ep_can_post(const SrdEp* ep);
 
 // am.cc: the core's QP, AMs over it, the handshake, AH sharing.
@@ -378,6 +399,14 @@ void tag_op_done(SrdIface* iface, uint32_t idx, ucs_status_t status);
 void tag_read_done(SrdIface* iface, const TagRead& rd, ucs_status_t status);
 void tag_ep_gone(SrdIface* iface, SrdEp* ep);
 void fill_tag_ops(uct_iface_ops_t* ops);
+
+// sockaddr.cc: client-server connection by socket address.
+void sockaddr_query(const SrdIface* iface, uct_iface_attr_t* attr);
+unsigned sockaddr_progress(SrdIface* iface);
+ucs_status_t sockaddr_ep_start(SrdEp* ep, const uct_ep_params_t* params);
+void sockaddr_ep_gone(SrdEp* ep);
+int sockaddr_accessible(const ucs_sock_addr_t* sockaddr, uct_sockaddr_accessibility_t mode);
+void fill_sockaddr_ops(uct_iface_ops_t* ops);
 
 // The ops table and caps of a live interface, for the support-table tool.
 const uct_iface_ops_t& srd_iface_ops();

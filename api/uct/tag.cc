@@ -236,8 +236,8 @@ int on_tag(void* arg, uint32_t src, const void* payload, uint32_t len) {
 // ---- sender ops ----
 
 ucs_status_t tag_usable(SrdEp* ep) {
-  if (ep->failed) return UCS_ERR_ENDPOINT_TIMEOUT;
-  if (!ep->connected) return UCS_ERR_NOT_CONNECTED;
+  if (ep->failed) return ep->fail_status;
+  if (!ep->connected) return not_connected_status(ep);
   if (!ep->iface->tag.enabled) return UCS_ERR_UNSUPPORTED;
   if (!ep->pending.empty() && !ep->dispatching) return UCS_ERR_NO_RESOURCE;
   if (ep->req_due && ep_core_connect(ep) != UCS_OK) return UCS_ERR_NO_RESOURCE;

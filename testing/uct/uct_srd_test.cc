@@ -3,7 +3,9 @@
 // program gets it (dlopen before uct_query_components), a second process is the peer (its own
 // emulated device on the shared-memory fabric), every row moves data that is checked, and the
 // peer's death is seen by ep_check and by outstanding work.
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,11 +16,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "api/uct/sockaddr_wire.h"
 
 namespace {
 
@@ -1008,6 +1013,281 @@ TEST_F(SrdTagTest, CancelLimitsAndBadInput) {
   EXPECT_NE(UCS_OK, c.c.status);
 }
 
+// ---- connection by socket address: a server process and this one as client ----
+
+struct SaServer {
+  int requests = 0, accepted = 0, rejected = 0;
+  std::string last_priv;
+  uint64_t ams = 0;
+
+  static ucs_status_t on_am(void* arg, void*, size_t, unsigned) {
+    static_cast<SaServer*>(arg)->ams++;
+    return UCS_OK;
+  }
+};
+
+enum : uint8_t { kSaCounts = 'c', kSaPriv = 'p' };
+
+// One client's request off the side channel (sockaddr_wire.h), answered with this process's
+// srd addresses (accept) or UCS_ERR_REJECTED when the private data starts with "reject".
+void sa_answer(Side* s, SaServer* srv, int c) {
+  xpufab::uct::SaRequest rq;
+  if (recv(c, &rq, sizeof(rq), MSG_WAITALL) != static_cast<ssize_t>(sizeof(rq)) || rq.magic != xpufab::uct::kSaMagic ||
+      rq.priv_len > xpufab::uct::kSaMaxPriv)
+    return;
+  std::string priv(rq.priv_len, '\0');
+  if (rq.priv_len && recv(c, &priv[0], rq.priv_len, MSG_WAITALL) != static_cast<ssize_t>(rq.priv_len)) return;
+  srv->requests++;
+  srv->last_priv = priv;
+  xpufab::uct::SaReply r{};
+  r.magic = xpufab::uct::kSaMagic;
+  r.status = priv.rfind("reject", 0) == 0 ? UCS_ERR_REJECTED : UCS_OK;
+  (r.status == UCS_OK ? srv->accepted : srv->rejected)++;
+  uct_iface_get_device_address(s->iface, reinterpret_cast<uct_device_addr_t*>(r.dev));
+  uct_iface_get_address(s->iface, reinterpret_cast<uct_iface_addr_t*>(r.iface));
+  if (send(c, &r, sizeof(r), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(r))) srv->requests += 1000;
+}
+
+// The server: an srd interface and a listener on 127.0.0.1 (any port); sends the port, then
+// progresses, answers clients and count queries.
+[[noreturn]] void sa_server_main(int fd) {
+  SaServer srv;
+  Side s;
+  s.open();
+  if (uct_iface_set_am_handler(s.iface, kAmId, SaServer::on_am, &srv, 0) != UCS_OK) _exit(5);
+  const int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof(a);
+  if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(l, 8) != 0 ||
+      getsockname(l, reinterpret_cast<sockaddr*>(&a), &alen) != 0)
+    _exit(6);
+  const uint16_t port = ntohs(a.sin_port);
+  if (write(fd, &port, sizeof(port)) != sizeof(port)) _exit(2);
+  for (;;) {
+    s.progress();
+    const int c = accept(l, nullptr, nullptr);
+    if (c >= 0) {
+      sa_answer(&s, &srv, c);
+      ::close(c);
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) continue;
+    uint8_t cmd;
+    if (read(fd, &cmd, 1) != 1 || cmd == kQuit) break;
+    if (cmd == kSaCounts) {
+      uint64_t r[4] = {static_cast<uint64_t>(srv.requests), static_cast<uint64_t>(srv.accepted),
+                       static_cast<uint64_t>(srv.rejected), srv.ams};
+      if (write(fd, r, sizeof(r)) != sizeof(r)) _exit(4);
+    } else if (cmd == kSaPriv) {
+      char b[64] = {};
+      std::memcpy(b, srv.last_priv.data(), std::min(srv.last_priv.size(), sizeof(b) - 1));
+      if (write(fd, b, sizeof(b)) != sizeof(b)) _exit(4);
+    }
+  }
+  ::close(l);
+  s.close();
+  _exit(0);
+}
+
+class SrdSockaddrTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      ::close(sv[0]);
+      const std::string fd = std::to_string(sv[1]);
+      execl("/proc/self/exe", "uct_srd_sa_server", "--uct-sa-server", fd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(sv[1]);
+    fd_ = sv[0];
+    local_.open();
+    uint16_t port = 0;
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(port)), read(fd_, &port, sizeof(port)));
+    server_.sin_family = AF_INET;
+    server_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    server_.sin_port = htons(port);
+  }
+
+  void TearDown() override {
+    for (uct_ep_h ep : eps_) uct_ep_destroy(ep);
+    local_.close();
+    uint8_t q = kQuit;
+    EXPECT_EQ(1, write(fd_, &q, 1));
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    ::close(fd_);
+  }
+
+  struct Client {
+    const char* priv;
+    int connected = 0;
+    ucs_status_t status = UCS_ERR_LAST;
+    size_t dev_len = 0;
+  };
+
+  static ssize_t pack(void* arg, const uct_cm_ep_priv_data_pack_args_t* args, void* out) {
+    auto* c = static_cast<Client*>(arg);
+    if (!(args->field_mask & UCT_CM_EP_PRIV_DATA_PACK_ARGS_FIELD_DEVICE_NAME)) return UCS_ERR_INVALID_PARAM;
+    std::strcpy(static_cast<char*>(out), c->priv);
+    return static_cast<ssize_t>(std::strlen(c->priv));
+  }
+  static void on_connect(uct_ep_h, void* arg, const uct_cm_ep_client_connect_args_t* a) {
+    auto* c = static_cast<Client*>(arg);
+    c->connected++;
+    c->status = a->status;
+    if (a->field_mask & UCT_CM_EP_CLIENT_CONNECT_ARGS_FIELD_REMOTE_DATA) c->dev_len = a->remote_data->dev_addr_length;
+  }
+
+  ucs_status_t connect(Client* c, const sockaddr_in* to, uct_ep_h* ep_p) {
+    ucs_sock_addr_t sa{reinterpret_cast<const sockaddr*>(to), sizeof(*to)};
+    uct_ep_params_t p{};
+    p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_SOCKADDR | UCT_EP_PARAM_FIELD_USER_DATA |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_PACK_CB | UCT_EP_PARAM_FIELD_SOCKADDR_CONNECT_CB_CLIENT |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS;
+    p.iface = local_.iface;
+    p.sockaddr = &sa;
+    p.user_data = c;
+    p.sockaddr_pack_cb = pack;
+    p.sockaddr_cb_client = on_connect;
+    p.sockaddr_cb_flags = 0;
+    ucs_status_t st = uct_ep_create(&p, ep_p);
+    if (st == UCS_OK) eps_.push_back(*ep_p);
+    return st;
+  }
+
+  std::vector<uint64_t> counts() {
+    uint8_t c = kSaCounts;
+    std::vector<uint64_t> r(4);
+    EXPECT_EQ(1, write(fd_, &c, 1));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(uint64_t) * 4), read(fd_, r.data(), sizeof(uint64_t) * 4));
+    return r;
+  }
+
+  Side local_;
+  sockaddr_in server_{};
+  std::vector<uct_ep_h> eps_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+TEST_F(SrdSockaddrTest, MdAndIfaceAdvertiseSockaddr) {
+  uct_md_attr_t ma;
+  ASSERT_EQ(UCS_OK, uct_md_query(local_.md, &ma));
+  EXPECT_TRUE(ma.cap.flags & UCT_MD_FLAG_SOCKADDR);
+  EXPECT_TRUE(local_.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR);
+  EXPECT_GE(local_.attr.max_conn_priv, 64u);
+  // The server side of UCT's sockaddr model is not a transport interface on UCX 1.13.
+  EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_iface_accept(local_.iface, nullptr));
+  EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_iface_reject(local_.iface, nullptr));
+  ucs_sock_addr_t lo{reinterpret_cast<const sockaddr*>(&server_), sizeof(server_)};
+  EXPECT_TRUE(uct_md_is_sockaddr_accessible(local_.md, &lo, UCT_SOCKADDR_ACC_LOCAL));
+  EXPECT_TRUE(uct_md_is_sockaddr_accessible(local_.md, &lo, UCT_SOCKADDR_ACC_REMOTE));
+  sockaddr_in far = server_;
+  far.sin_addr.s_addr = htonl(0xc0000201);  // 192.0.2.1, TEST-NET-1: not an address of this host
+  ucs_sock_addr_t f{reinterpret_cast<const sockaddr*>(&far), sizeof(far)};
+  EXPECT_FALSE(uct_md_is_sockaddr_accessible(local_.md, &f, UCT_SOCKADDR_ACC_LOCAL));
+  EXPECT_TRUE(uct_md_is_sockaddr_accessible(local_.md, &f, UCT_SOCKADDR_ACC_REMOTE));
+  sockaddr un{};
+  un.sa_family = AF_UNIX;
+  ucs_sock_addr_t u{&un, sizeof(un)};
+  EXPECT_FALSE(uct_md_is_sockaddr_accessible(local_.md, &u, UCT_SOCKADDR_ACC_REMOTE));
+}
+
+TEST_F(SrdSockaddrTest, AcceptedClientTalksOverSrd) {
+  Client c{"hello server"};
+  uct_ep_h ep;
+  ASSERT_EQ(UCS_OK, connect(&c, &server_, &ep));
+  // Until the server answers, sends wait (no resource), as on any endpoint short of resources.
+  uint64_t payload = 7;
+  auto t0 = std::chrono::steady_clock::now();
+  ucs_status_t st;
+  while ((st = uct_ep_am_short(ep, kAmId, 1, &payload, sizeof(payload))) == UCS_ERR_NO_RESOURCE) {
+    local_.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "never connected";
+  }
+  ASSERT_EQ(UCS_OK, st);
+  EXPECT_EQ(1, c.connected);
+  EXPECT_EQ(UCS_OK, c.status);
+  EXPECT_EQ(16u, c.dev_len);
+  std::vector<uint64_t> n;
+  t0 = std::chrono::steady_clock::now();
+  do {
+    local_.progress();
+    n = counts();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "AM never arrived";
+  } while (n[3] < 1);
+  EXPECT_EQ(1u, n[0]);
+  EXPECT_EQ(1u, n[1]);
+  EXPECT_EQ(0u, n[2]);
+  uint8_t cmd = kSaPriv;
+  char priv[64];
+  ASSERT_EQ(1, write(fd_, &cmd, 1));
+  ASSERT_EQ(static_cast<ssize_t>(sizeof(priv)), read(fd_, priv, sizeof(priv)));
+  EXPECT_STREQ("hello server", priv);
+  EXPECT_EQ(0, local_.errors);
+}
+
+TEST_F(SrdSockaddrTest, RejectedClientSeesItsErrorHandler) {
+  Client c{"reject me"};
+  uct_ep_h ep;
+  ASSERT_EQ(UCS_OK, connect(&c, &server_, &ep));
+  auto t0 = std::chrono::steady_clock::now();
+  while (local_.errors == 0) {
+    local_.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no rejection seen";
+  }
+  EXPECT_EQ(1, local_.errors);
+  EXPECT_EQ(UCS_ERR_REJECTED, local_.last_error);
+  EXPECT_EQ(0, c.connected);
+  uint64_t v = 1;
+  EXPECT_EQ(UCS_ERR_REJECTED, uct_ep_am_short(ep, kAmId, 1, &v, sizeof(v)));
+  std::vector<uint64_t> n = counts();
+  EXPECT_EQ(1u, n[0]);
+  EXPECT_EQ(0u, n[1]);
+  EXPECT_EQ(1u, n[2]);
+}
+
+TEST_F(SrdSockaddrTest, NobodyListeningAndBadAddresses) {
+  // A port nobody listens on: bound and closed here.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in dead = server_;
+  dead.sin_port = 0;
+  ASSERT_EQ(0, bind(s, reinterpret_cast<sockaddr*>(&dead), sizeof(dead)));
+  socklen_t l = sizeof(dead);
+  ASSERT_EQ(0, getsockname(s, reinterpret_cast<sockaddr*>(&dead), &l));
+  ::close(s);
+  Client c{"anyone?"};
+  uct_ep_h ep;
+  ucs_status_t st = connect(&c, &dead, &ep);
+  if (st == UCS_OK) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (local_.errors == 0) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no error seen";
+    }
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, local_.last_error);
+  } else {
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, st);
+  }
+  sockaddr un{};
+  un.sa_family = AF_UNIX;
+  ucs_sock_addr_t u{&un, sizeof(un)};
+  uct_ep_params_t p{};
+  p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_SOCKADDR;
+  p.iface = local_.iface;
+  p.sockaddr = &u;
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_create(&p, &ep));
+  p.sockaddr = nullptr;
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_create(&p, &ep));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1020,6 +1300,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (argc == 3 && std::string(argv[1]) == "--uct-peer") peer_main(std::atoi(argv[2]));
+  if (argc == 3 && std::string(argv[1]) == "--uct-sa-server") sa_server_main(std::atoi(argv[2]));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
