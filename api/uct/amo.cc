@@ -2,7 +2,9 @@
 // to the peer's core, which applies it with CPU atomics on memory the peer registered (its MR
 // table mirrors this device's registrations) and answers with the prior value. Hence
 // UCT_IFACE_FLAG_ATOMIC_CPU: consistent with the target CPU's own atomics.
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "api/uct/srd.h"
 
@@ -73,6 +75,21 @@ ucs_status_t cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap, uint64_t radd
   return start(ep, PROTO_ATOMIC_COMPARE, UCT_ATOMIC_OP_CSWAP, FI_UINT64, &swap, &compare, raddr, rkey, result, comp);
 }
 
+// Adds a registration to an interface's core, growing its table when full: the core's own table
+// holds PROTO_MAX_MR entries, UCP may keep far more registrations alive (one per rendezvous
+// buffer it has not released yet), and the core reads the table only through ep->mrs/max_mr.
+void core_mr_add(SrdIface* i, uint64_t addr, uint64_t len, uint32_t key) {
+  proto_ep* core = i->core;
+  if (core->nmr == core->max_mr) {
+    std::vector<proto_mr> bigger(std::max<size_t>(2 * core->max_mr, 256));
+    std::copy(core->mrs, core->mrs + core->nmr, bigger.begin());
+    i->core_mrs.swap(bigger);
+    core->mrs = i->core_mrs.data();
+    core->max_mr = static_cast<uint32_t>(i->core_mrs.size());
+  }
+  proto_mr_add(core, addr, len, key, FI_REMOTE_READ | FI_REMOTE_WRITE);
+}
+
 }  // namespace
 
 void fill_amo_ops(uct_iface_ops_t* o) {
@@ -97,7 +114,7 @@ void amo_complete(const proto_comp& c) {
 void mr_publish(SharedDevice* dev, uint64_t addr, uint64_t len, uint32_t key) {
   std::lock_guard<std::mutex> g(dev->mr_lock);
   dev->mrs.push_back({addr, len, key});
-  for (SrdIface* i : dev->ifaces) proto_mr_add(i->core, addr, len, key, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  for (SrdIface* i : dev->ifaces) core_mr_add(i, addr, len, key);
 }
 
 void mr_withdraw(SharedDevice* dev, uint32_t key) {
@@ -113,7 +130,7 @@ void mr_withdraw(SharedDevice* dev, uint32_t key) {
 void iface_attach(SharedDevice* dev, SrdIface* iface) {
   std::lock_guard<std::mutex> g(dev->mr_lock);
   dev->ifaces.push_back(iface);
-  for (const auto& m : dev->mrs) proto_mr_add(iface->core, m.addr, m.len, m.key, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  for (const auto& m : dev->mrs) core_mr_add(iface, m.addr, m.len, m.key);
 }
 
 void iface_detach(SharedDevice* dev, SrdIface* iface) {

@@ -22,8 +22,9 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
-    {"MAX_PEERS", "16", "Peers one interface exchanges active messages with (receive buffers are\n"
-     "reserved per peer).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
+    {"MAX_PEERS", "128", "Peers one interface exchanges messages with: UCP's endpoints to distinct\n"
+     "processes plus those connecting to us (receive buffers are reserved per peer; iface attr\n"
+     "max_num_eps reports it).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
     {"CREDITS", "32", "Active messages a peer may have in flight to us (rounded up to a power of 2).",
      offsetof(SrdIfaceConfig, credits), UCS_CONFIG_TYPE_UINT},
     {"TM_ENABLE", "y", "Match tagged messages in the transport (the TAG_* offload rows) when the user\n"
@@ -163,6 +164,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   attr->latency.m = 0;
   attr->priority = 0;
   attr->dev_num_paths = 1;
+  attr->max_num_eps = iface->core_cfg.max_peers;
   return UCS_OK;
 }
 

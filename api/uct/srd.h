@@ -308,6 +308,7 @@ struct SrdIface {
   std::map<std::vector<uint8_t>, AhRef> ahs;
   int epfd = -1;
   uint32_t amo_outstanding = 0;  // fetching atomics waiting for their reply
+  std::vector<proto_mr> core_mrs;  // the core's MR table once it outgrew its own (amo.cc)
   TagState tag;
   uint32_t sa_clients = 0;  // endpoints connecting by sockaddr (sockaddr.cc)
 };

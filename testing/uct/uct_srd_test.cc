@@ -65,6 +65,7 @@ struct Side {
   uct_tag_unexp_rndv_cb_t rndv_cb = nullptr;
   void* tag_arg = nullptr;
   const char* tm_list_size = nullptr;
+  const char* max_peers = nullptr;
 
   void open() {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
@@ -98,6 +99,9 @@ struct Side {
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic));
     if (tm_list_size) {
       ASSERT_EQ(UCS_OK, uct_config_modify(ic, "TM_LIST_SIZE", tm_list_size));
+    }
+    if (max_peers) {
+      ASSERT_EQ(UCS_OK, uct_config_modify(ic, "MAX_PEERS", max_peers));
     }
     uct_iface_params_t p{};
     p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -1286,6 +1290,87 @@ TEST_F(SrdSockaddrTest, NobodyListeningAndBadAddresses) {
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_create(&p, &ep));
   p.sockaddr = nullptr;
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_create(&p, &ep));
+}
+
+// ---- limits: registrations and peers ----
+
+// Atomics reach memory registered after hundreds of other registrations (the core's own table
+// holds 64), and the peer table's size is what max_num_eps reports, with a clean error past it.
+TEST(SrdLimits, ManyRegistrationsAndAPeerTableThatSaysItsSize) {
+  Side tx, rx;
+  tx.open();
+  rx.open();
+  EXPECT_GE(rx.attr.max_num_eps, 128u);
+  std::vector<std::vector<uint64_t>> bufs(300, std::vector<uint64_t>(8, 0));
+  std::vector<uct_mem_h> memh(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i][0] = 1000 + i;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(rx.md, bufs[i].data(), 64, UCT_MD_MEM_ACCESS_ALL, &memh[i]));
+  }
+  Wire w = rx.wire();
+  uct_ep_params_t p{};
+  p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+  p.iface = tx.iface;
+  p.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+  p.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+  uct_ep_h ep;
+  ASSERT_EQ(UCS_OK, uct_ep_create(&p, &ep));
+  for (size_t i : {size_t{0}, size_t{150}, size_t{299}}) {
+    uint8_t packed[64];
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(rx.md, memh[i], packed));
+    uct_rkey_bundle_t rk;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(tx.comp, packed, &rk));
+    Comp c;
+    uint64_t old = 0;
+    ucs_status_t st;
+    while ((st = uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 5, &old, reinterpret_cast<uintptr_t>(bufs[i].data()),
+                                       rk.rkey, &c.c)) == UCS_ERR_NO_RESOURCE) {
+      tx.progress();
+      rx.progress();
+    }
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    auto t0 = std::chrono::steady_clock::now();
+    while (c.calls == 0) {
+      tx.progress();
+      rx.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no atomic reply";
+    }
+    EXPECT_EQ(UCS_OK, c.c.status) << "region " << i;
+    EXPECT_EQ(1000 + i, old);
+    EXPECT_EQ(1005 + i, bufs[i][0]);
+    uct_rkey_release(tx.comp, &rk);
+  }
+  uct_ep_destroy(ep);
+  for (uct_mem_h m : memh) uct_md_mem_dereg(rx.md, m);
+  tx.close();
+  rx.close();
+}
+
+TEST(SrdLimits, PastThePeerTableEndpointCreationFailsCleanly) {
+  Side tx;
+  tx.max_peers = "2";
+  tx.open();
+  EXPECT_EQ(2u, tx.attr.max_num_eps);
+  Side peers[3];
+  std::vector<uct_ep_h> eps;
+  ucs_status_t last = UCS_OK;
+  for (Side& s : peers) {
+    s.open();
+    Wire w = s.wire();
+    uct_ep_params_t p{};
+    p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    p.iface = tx.iface;
+    p.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+    p.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+    uct_ep_h ep;
+    last = uct_ep_create(&p, &ep);
+    if (last == UCS_OK) eps.push_back(ep);
+  }
+  EXPECT_EQ(2u, eps.size());
+  EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, last);
+  for (uct_ep_h ep : eps) uct_ep_destroy(ep);
+  for (Side& s : peers) s.close();
+  tx.close();
 }
 
 }  // namespace

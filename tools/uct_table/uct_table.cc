@@ -114,7 +114,11 @@ int probe() {
       uct_md_iface_config_read(md, "srd", nullptr, nullptr, &ic) != UCS_OK)
     return 4;
   uct_iface_params_t p{};
-  p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+  // Opened as UCP opens it: with the unexpected-tag callbacks, which the tag rows need.
+  p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
+                 UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB;
+  p.eager_cb = [](void*, void*, size_t, unsigned, uct_tag_t, uint64_t, void**) { return UCS_OK; };
+  p.rndv_cb = [](void*, unsigned, uint64_t, const void*, unsigned, uint64_t, size_t, const void*) { return UCS_OK; };
   p.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
   p.mode.device.tl_name = "srd";
   p.mode.device.dev_name = res[0].md_name;
@@ -124,6 +128,12 @@ int probe() {
   for (const Row& r : rows(iface->ops)) {
     const uint64_t have = r.is_event ? attr.cap.event_flags : attr.cap.flags;
     const char* v = !r.wired ? "-" : (r.cap == 0 || (have & r.cap)) ? "Y" : "off";
+    // Wired only to refuse (UCS_ERR_UNSUPPORTED rather than a NULL call): not supported.
+    const std::string name = r.name;
+    if (r.wired && (name == "iface_accept" || name == "iface_reject") &&
+        (name == "iface_accept" ? uct_iface_accept(iface, nullptr) : uct_iface_reject(iface, nullptr)) ==
+            UCS_ERR_UNSUPPORTED)
+      v = "-";
     std::printf("%s %s\n", r.name, v);
   }
   std::printf("device %s\n", res[0].md_name);
