@@ -2,7 +2,9 @@
 // short, bcopy and zcopy flavours as RDMA write/read through device/efa_sq.h, flush and fence by
 // posting order, pending requests, and the keep-alive ep_check.
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "api/backend/backend.h"
 #include "api/uct/srd.h"
@@ -25,7 +27,8 @@ bool resources_free(SrdEp* ep) {
   SrdIface* iface = ep->iface;
   if (!ep->connected || ep->failed || iface->free_ops.empty()) return false;
   // RDMA needs an AH for us at the peer: the handshake's answer says it has one.
-  if (!ep->acked || ep->write_wait) return false;
+  if (!ep->acked || ep->write_wait || !ep->chunk_queue.empty()) return false;
+  if (ep->fence_deferred || iface->fence_deferred) return false;
   if (fenced(&ep->fence, ep->fence_upto, ep->outstanding)) return false;
   if (fenced(&iface->fence, iface->fence_upto, iface->outstanding)) return false;
   return true;
@@ -176,6 +179,42 @@ ucs_status_t zcopy_buffer(SrdIface* iface, const uct_iov_t* iov, size_t iovcnt, 
   return UCS_OK;
 }
 
+// Posts what it can of a chunked RMA; true once every chunk is posted (or it was aborted).
+bool chunk_post_some(Chunked* c) {
+  SrdEp* ep = c->ep;
+  SrdIface* iface = ep->iface;
+  while (c->next < c->len) {
+    if (!ep->connected || ep->failed || iface->free_ops.empty()) return false;
+    if (fenced(&ep->fence, ep->fence_upto, ep->outstanding) ||
+        fenced(&iface->fence, iface->fence_upto, iface->outstanding))
+      return false;
+    const uint32_t clen = static_cast<uint32_t>(std::min<uint64_t>(iface->rma_chunk, c->len - c->next));
+    const uint32_t idx = iface->free_ops.back();
+    iface->free_ops.pop_back();
+    iface->ops[idx].chunked = c;
+    ucs_status_t st = post_rdma(ep, idx, c->kind, c->efa_op, c->laddr + c->next, clen, c->lkey,
+                                c->raddr + c->next, c->rkey, false);
+    if (st == UCS_ERR_NO_RESOURCE) return false;
+    if (st != UCS_OK) {  // nothing more goes out; what is outstanding finishes it
+      if (c->status == UCS_OK) c->status = st;
+      c->next = c->len;
+      return true;
+    }
+    c->next += clen;
+    c->outstanding++;
+  }
+  return true;
+}
+
+void chunked_finish(SrdIface* iface, Chunked* c) {
+  if (!c->dead) invoke_completion(c->comp, c->status);
+  for (auto it = iface->chunked.begin(); it != iface->chunked.end(); ++it)
+    if (&*it == c) {
+      iface->chunked.erase(it);
+      break;
+    }
+}
+
 ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov_t* iov,
                         size_t iovcnt, uint64_t raddr, uct_rkey_t rkey, uct_completion_t* comp) {
   SrdEp* ep = ep_of(tl);
@@ -184,6 +223,23 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
   uint32_t len, lkey;
   ucs_status_t st = zcopy_buffer(iface, iov, iovcnt, &addr, &len, &lkey);
   if (st != UCS_OK) return st;
+  if (len > iface->rma_chunk) {
+    st = unusable(ep);
+    if (st != UCS_OK) return st;
+    if (!ep_can_post(ep)) return UCS_ERR_NO_RESOURCE;
+    const uint32_t need = efa_op == EFA_DP_OP_RDMA_READ ? backend::kCapRdmaRead : backend::kCapRdmaWrite;
+    if (!(iface->dev->attr.device_caps & need)) return UCS_ERR_UNSUPPORTED;
+    iface->chunked.push_back(Chunked{ep, kind, efa_op, addr, raddr, len, lkey, rkey, comp});
+    Chunked* c = &iface->chunked.back();
+    const bool all = chunk_post_some(c);
+    if (c->outstanding == 0) {  // nothing started: the caller retries (or gets the error)
+      st = c->status == UCS_OK ? UCS_ERR_NO_RESOURCE : c->status;
+      iface->chunked.pop_back();
+      return st;
+    }
+    if (!all) ep->chunk_queue.push_back(c);
+    return UCS_INPROGRESS;
+  }
   uint32_t idx;
   st = reserve(ep, &idx);
   if (st != UCS_OK) return st;
@@ -268,7 +324,7 @@ ucs_status_t ep_flush(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
     // pending is the caller's to purge.
     ep->canceled = true;
   }
-  const bool pending = !ep->pending.empty();
+  const bool pending = !ep->pending.empty() || !ep->chunk_queue.empty();
   if (!pending && ep->outstanding.empty() && core_idle(ep->iface) && tag_idle(ep->iface)) return UCS_OK;
   // Pending requests are covered too: the flush arms when the last one queued now has gone out.
   if (comp) ep->flushes.push_back({ep->iface->next_seq, comp, !pending, ep->pending_done + ep->pending.size()});
@@ -277,6 +333,10 @@ ucs_status_t ep_flush(uct_ep_h tl, unsigned flags, uct_completion_t* comp) {
 
 ucs_status_t ep_fence(uct_ep_h tl, unsigned) {
   SrdEp* ep = ep_of(tl);
+  if (!ep->chunk_queue.empty()) {  // the chunks still to post belong before the fence
+    ep->fence_deferred = true;
+    return UCS_OK;
+  }
   ep->fence = true;
   ep->fence_upto = ep->iface->next_seq;
   return UCS_OK;
@@ -378,6 +438,17 @@ void ep_destroy(uct_ep_h tl) {
     op.comp = nullptr;
     op.unpack = nullptr;
   }
+  for (auto it = iface->chunked.begin(); it != iface->chunked.end();) {
+    Chunked& c = *it;
+    if (c.ep != ep) {
+      ++it;
+      continue;
+    }
+    c.dead = true;
+    c.next = c.len;
+    it = c.outstanding == 0 ? iface->chunked.erase(it) : std::next(it);
+  }
+  ep->chunk_queue.clear();
   iface->eps.remove(ep);
   tag_ep_gone(iface, ep);
   sockaddr_ep_gone(ep);
@@ -416,6 +487,13 @@ void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status) {
   if (ep->failed) return;
   ep->failed = true;
   ep->fail_status = status;
+  std::deque<Chunked*> q;
+  q.swap(ep->chunk_queue);
+  for (Chunked* c : q) {
+    c->next = c->len;
+    if (c->status == UCS_OK) c->status = status;
+    if (c->outstanding == 0) chunked_finish(iface, c);
+  }
   while (!ep->flushes.empty()) {
     uct_completion_t* c = ep->flushes.front().comp;
     ep->flushes.pop_front();
@@ -437,6 +515,21 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
   iface->outstanding.erase(op.seq);
   unreserve(iface, idx);
   if (op.kind == OpKind::kTagRead) tag_op_done(iface, idx, st);
+  if (op.chunked) {
+    Chunked* c = op.chunked;
+    c->outstanding--;
+    if (st != UCS_OK && c->status == UCS_OK) c->status = st;
+    if (c->outstanding == 0 && c->next >= c->len) {
+      if (ep) {
+        for (auto it = ep->chunk_queue.begin(); it != ep->chunk_queue.end(); ++it)
+          if (*it == c) {
+            ep->chunk_queue.erase(it);
+            break;
+          }
+      }
+      chunked_finish(iface, c);
+    }
+  }
   if (ep) {
     if (op.rlen) {
       --ep->writes;
@@ -447,6 +540,33 @@ void complete_op(SrdIface* iface, uint32_t idx, ucs_status_t st) {
     ep_flushes_progress(ep);
   }
   iface_flushes_progress(iface);
+}
+
+bool any_chunk_queued(const SrdIface* iface) {
+  for (const SrdEp* ep : iface->eps)
+    if (!ep->chunk_queue.empty()) return true;
+  return false;
+}
+
+unsigned chunks_progress(SrdIface* iface) {
+  unsigned n = 0;
+  for (SrdEp* ep : iface->eps) {
+    while (!ep->chunk_queue.empty() && chunk_post_some(ep->chunk_queue.front())) {
+      ep->chunk_queue.pop_front();
+      ++n;
+    }
+    if (ep->chunk_queue.empty() && ep->fence_deferred) {
+      ep->fence_deferred = false;
+      ep->fence = true;
+      ep->fence_upto = iface->next_seq;
+    }
+  }
+  if (iface->fence_deferred && !any_chunk_queued(iface)) {
+    iface->fence_deferred = false;
+    iface->fence = true;
+    iface->fence_upto = iface->next_seq;
+  }
+  return n;
 }
 
 void dispatch_pending(SrdIface* iface) {

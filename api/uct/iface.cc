@@ -22,6 +22,8 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+    {"RMA_CHUNK", "128k", "Zcopy puts and gets larger than this go as several RDMA requests of this\n"
+     "size in flight together.", offsetof(SrdIfaceConfig, rma_chunk), UCS_CONFIG_TYPE_MEMUNITS},
     {"MAX_PEERS", "128", "Peers one interface exchanges messages with: UCP's endpoints to distinct\n"
      "processes plus those connecting to us (receive buffers are reserved per peer; iface attr\n"
      "max_num_eps reports it).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
@@ -193,7 +195,7 @@ int iface_is_reachable(const uct_iface_h, const uct_device_addr_t* dev_addr,
 ucs_status_t iface_flush(uct_iface_h tl, unsigned flags, uct_completion_t* comp) {
   SrdIface* iface = iface_of(tl);
   if (flags & UCT_FLUSH_FLAG_CANCEL) return UCS_ERR_UNSUPPORTED;
-  const bool pending = any_pending(iface);
+  const bool pending = any_pending(iface) || any_chunk_queued(iface);
   if (!pending && iface->outstanding.empty() && core_idle(iface) && tag_idle(iface)) return UCS_OK;
   // What is pending is covered too: the flush arms when the last pending request has gone out.
   if (comp) iface->flushes.push_back({iface->next_seq, comp, !pending, 0});
@@ -202,6 +204,10 @@ ucs_status_t iface_flush(uct_iface_h tl, unsigned flags, uct_completion_t* comp)
 
 ucs_status_t iface_fence(uct_iface_h tl, unsigned) {
   SrdIface* iface = iface_of(tl);
+  if (any_chunk_queued(iface)) {
+    iface->fence_deferred = true;
+    return UCS_OK;
+  }
   iface->fence = true;
   iface->fence_upto = iface->next_seq;
   return UCS_OK;
@@ -269,6 +275,7 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   const uint32_t depth = pow2_at_least(std::max(std::min(cfg->tx_queue_len, d.max_sq_wr), 2u));
   iface->inline_write = (d.device_caps & backend::kCapInlineWrite) && d.inline_buf_size_ex > 0;
   iface->seg_size = std::max<size_t>(64, std::min<size_t>(cfg->seg_size, d.max_rdma_size));
+  iface->rma_chunk = std::max<size_t>(4096, std::min<size_t>(cfg->rma_chunk, d.max_rdma_size));
   rc = iface->ib_ops->create_cq(iface, Dir::kTx, depth * 2, &iface->cq);
   if (rc) return rc;
   backend::QpInitAttr qa;
@@ -401,6 +408,7 @@ unsigned iface_progress(uct_iface_h tl) {
   n += core_progress(iface);
   n += tag_progress(iface);
   n += sockaddr_progress(iface);
+  n += chunks_progress(iface);
   for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
   iface_flushes_progress(iface);
   // Error handlers may destroy their endpoint: each one runs once, after polling, and nothing
@@ -420,7 +428,7 @@ unsigned iface_progress(uct_iface_h tl) {
 
 // Called by every ep completion; keeps the iface-level flush queue moving too.
 void iface_flushes_progress(SrdIface* iface) {
-  if (!any_pending(iface))
+  if (!any_pending(iface) && !any_chunk_queued(iface))
     for (FlushReq& f : iface->flushes)
       if (!f.armed) {
         f.armed = true;
@@ -430,7 +438,7 @@ void iface_flushes_progress(SrdIface* iface) {
 }
 void ep_flushes_progress(SrdEp* ep) {
   for (FlushReq& f : ep->flushes)
-    if (!f.armed && ep->pending_done >= f.pending_target) {
+    if (!f.armed && ep->pending_done >= f.pending_target && ep->chunk_queue.empty()) {
       f.armed = true;
       f.upto = ep->iface->next_seq;
     }

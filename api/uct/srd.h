@@ -122,6 +122,24 @@ struct Op {
   uint32_t rlen = 0;
   int* done = nullptr;  // get_short waits on it
   ucs_status_t* status = nullptr;
+  struct Chunked* chunked = nullptr;  // the zcopy RMA this op is one chunk of
+};
+
+// A zcopy put or get larger than the chunk size, cut into chunks that are posted as the SQ and
+// the overlap rule allow: a chunk waits only for the outstanding writes its own range overlaps,
+// so a write over the range of the previous one starts as soon as that one's first chunk is done.
+struct Chunked {
+  SrdEp* ep;
+  OpKind kind;
+  uint32_t efa_op;
+  uint64_t laddr, raddr, len;
+  uint32_t lkey;
+  uct_rkey_t rkey;
+  uct_completion_t* comp;
+  uint64_t next = 0;         // offset of the first chunk not posted yet
+  uint32_t outstanding = 0;  // chunks posted, not completed
+  ucs_status_t status = UCS_OK;
+  bool dead = false;  // its endpoint is gone: no completion
 };
 
 struct FlushReq {
@@ -153,6 +171,7 @@ struct SrdIfaceConfig {
   uct_iface_config_t super;
   unsigned tx_queue_len;
   size_t seg_size;
+  size_t rma_chunk;
   unsigned max_peers;
   unsigned credits;
   int tm_enable;
@@ -287,6 +306,9 @@ struct SrdIface {
   bool in_progress = false;
   bool fence = false;
   uint64_t fence_upto = 0;
+  bool fence_deferred = false;  // fenced while chunks were queued: takes effect once they are posted
+  size_t rma_chunk = 0;
+  std::list<Chunked> chunked;   // zcopy RMAs in progress by chunks
   std::vector<SrdEp*> failed;  // error handlers to call once polling is done
   const RcIfaceOps* rc_ops = &kRcIfaceOps;
   // The protocol core on its own SRD QP and CQ: active messages and the handshake.
@@ -327,6 +349,8 @@ struct SrdEp {
   std::deque<FlushReq> flushes;
   bool fence = false;
   uint64_t fence_upto = 0;
+  bool fence_deferred = false;
+  std::deque<Chunked*> chunk_queue;  // partly posted chunked RMAs, in posting order
   std::deque<uct_pending_req_t*> pending;
   uint64_t pending_done = 0;  // requests that left the pending queue (dispatched or purged)
   bool dispatching = false;
@@ -371,6 +395,8 @@ void ep_fail(SrdIface* iface, SrdEp* ep, ucs_status_t status);
 // Connects an endpoint to a peer interface's device and interface addresses.
 ucs_status_t ep_connect_addr(SrdEp* ep, const uct_device_addr_t* dev_addr, const void* iface_addr);
 bool ep_can_post(const SrdEp* ep);
+unsigned chunks_progress(SrdIface* iface);
+bool any_chunk_queued(const SrdIface* iface);
 
 // am.cc: the core's QP, AMs over it, the handshake, AH sharing.
 int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg);

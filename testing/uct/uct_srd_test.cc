@@ -371,6 +371,36 @@ TEST_F(SrdTest, PutShortBcopyZcopyLandAtThePeer) {
   EXPECT_EQ(checksum(src + 65536, 300000), ask(kSum, 65536, 300000));
 }
 
+// Zcopy RMAs larger than the chunk size go as several requests in flight; writes over the same
+// range still end with the last one (each chunk waits only for the ones its range overlaps).
+TEST_F(SrdTest, LargeOverlappingPutsEndWithTheLastOne) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) GTEST_SKIP() << "no RDMA write";
+  constexpr size_t kLen = 200000;
+  uint8_t* src = local_.buf.data();
+  for (int k = 0; k < 4; ++k) fill_pattern(src + k * kLen, kLen, 40 + k);
+  std::vector<Comp> c(4);
+  for (int k = 0; k < 4; ++k) {
+    uct_iov_t iov{src + k * kLen, kLen, local_.memh, 0, 1};
+    ucs_status_t st = retry([&] { return uct_ep_put_zcopy(ep_, &iov, 1, peer_.buf + 4096, rkey_.rkey, &c[k].c); });
+    ASSERT_EQ(UCS_INPROGRESS, st);
+  }
+  for (int k = 0; k < 4; ++k) wait_comp(&c[k].c);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(1, c[k].calls);
+    EXPECT_EQ(UCS_OK, c[k].c.status);
+  }
+  flush_ep();
+  EXPECT_EQ(checksum(src + 3 * kLen, kLen), ask(kSum, 4096, kLen));
+  // A chunked read of what was written.
+  Comp g;
+  uct_iov_t back{local_.buf.data() + 4 * kLen, kLen, local_.memh, 0, 1};
+  if (local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) {
+    ASSERT_EQ(UCS_INPROGRESS, retry([&] { return uct_ep_get_zcopy(ep_, &back, 1, peer_.buf + 4096, rkey_.rkey, &g.c); }));
+    wait_comp(&g.c);
+    EXPECT_EQ(0, std::memcmp(local_.buf.data() + 4 * kLen, src + 3 * kLen, kLen));
+  }
+}
+
 TEST_F(SrdTest, GetShortBcopyZcopyReadThePeer) {
   if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY)) GTEST_SKIP() << "no RDMA read";
   ask(kFill, 99, 0);
