@@ -22,7 +22,7 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
-    {"RMA_CHUNK", "128k", "Zcopy puts and gets larger than this go as several RDMA requests of this\n"
+    {"RMA_CHUNK", "96k", "Zcopy puts and gets larger than this go as several RDMA requests of this\n"
      "size in flight together.", offsetof(SrdIfaceConfig, rma_chunk), UCS_CONFIG_TYPE_MEMUNITS},
     {"MAX_PEERS", "128", "Peers one interface exchanges messages with: UCP's endpoints to distinct\n"
      "processes plus those connecting to us (receive buffers are reserved per peer; iface attr\n"
