@@ -737,6 +737,7 @@ struct Unexp {
   size_t length = 0;
   std::vector<uint8_t> data, hdr;
   uint8_t rkey[64] = {};
+  size_t rkey_len = 0;  // the MD's packed rkey size
 
   static ucs_status_t on_eager(void* arg, void* data, size_t length, unsigned flags, uct_tag_t stag, uint64_t imm,
                                void**) {
@@ -757,7 +758,7 @@ struct Unexp {
     u->raddr = raddr;
     u->length = length;
     u->hdr.assign(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + hlen);
-    if (rkey_buf) std::memcpy(u->rkey, rkey_buf, sizeof(u->rkey) / 2);
+    if (rkey_buf) std::memcpy(u->rkey, rkey_buf, u->rkey_len);
     return UCS_OK;
   }
 };
@@ -805,6 +806,10 @@ class SrdTagTest : public ::testing::Test {
       s->open();
     }
     if (!(rx_.attr.cap.flags & UCT_IFACE_FLAG_TAG_RNDV_ZCOPY)) GTEST_SKIP() << "no tag offload (no RDMA read)";
+    uct_md_attr_t ma;
+    ASSERT_EQ(UCS_OK, uct_md_query(rx_.md, &ma));
+    ASSERT_LE(ma.rkey_packed_size, sizeof(unexp_.rkey));
+    unexp_.rkey_len = ma.rkey_packed_size;
     Wire w = rx_.wire();
     uct_ep_params_t ep{};
     ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;

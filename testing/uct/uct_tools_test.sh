@@ -5,7 +5,13 @@
 set -euo pipefail
 lib=$(readlink -f "$1")
 export FI_EFA_BACKEND=emu FI_EFA_EMU_FABRIC=shm FI_EFA_EMU_FABRIC_KEY="uct-tools-$$"
-export LD_PRELOAD="$lib"
+# A sanitizer build of the library needs its runtime loaded first in these uninstrumented tools.
+asan=$(ldd "$lib" | awk '/libasan/ { print $3 }')
+if [ -n "$asan" ]; then
+  export LD_PRELOAD="$asan:$lib" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+else
+  export LD_PRELOAD="$lib"
+fi
 fail=0
 
 info=$(ucx_info -d -t srd)
