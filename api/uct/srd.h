@@ -231,6 +231,9 @@ struct TagRead {  // a matched rendezvous: what to read from whom, and whom to t
   uint32_t length;  // what fits the receive
   uint32_t rkey;
   uint32_t qpn, qkey;
+  uint64_t posted = 0;        // bytes whose read is posted (in chunks of RMA_CHUNK)
+  uint32_t outstanding = 0;   // chunks posted, not completed
+  ucs_status_t status = UCS_OK;
 };
 
 struct TagFin {
@@ -257,8 +260,9 @@ struct TagState {
   std::vector<uint32_t> free_slots;
   std::map<uint64_t, TagSend*> sends;
   uint64_t next_send_id = 1;
-  std::vector<TagRead> op_reads;  // by op index: the read that op is
-  std::deque<TagRead> reads;      // waiting for an SQ slot
+  std::list<TagRead> active;       // matched rendezvous being read
+  std::vector<TagRead*> op_reads;  // by op index: the read that op is a chunk of
+  std::deque<TagRead*> reads;      // not all posted yet: waiting for SQ slots
   std::deque<TagFin> fins;        // waiting for a core transmit buffer
   std::deque<uct_tag_context_t*> canceled;  // completed_cb(UCS_ERR_CANCELED) due
   std::vector<uint8_t> pack;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
+
 #include "api/uct/srd.h"
 
 namespace xpufab {
@@ -99,37 +101,67 @@ void fin_queue(SrdIface* iface, uint32_t peer, uint64_t op_id, ucs_status_t st) 
   if (fin_send(iface, peer, op_id, st) != 0) iface->tag.fins.push_back({peer, op_id, st});
 }
 
-// Posts the RDMA read of a matched rendezvous; false when the SQ has no room now.
-bool read_post(SrdIface* iface, const TagRead& rd) {
-  if (iface->free_ops.empty()) return false;
-  const uint32_t idx = iface->free_ops.back();
-  const TagRecv& r = iface->tag.recvs[rd.slot];
-  efa_dp_wr wr;
-  std::memset(&wr, 0, sizeof(wr));
-  wr.op = EFA_DP_OP_RDMA_READ;
-  wr.ah = iface->core->peers[rd.peer].ahn;
-  wr.dest_qpn = static_cast<uint16_t>(rd.qpn);
-  wr.qkey = rd.qkey;
-  wr.num_sge = 1;
-  wr.sge[0] = efa_dp_sge{reinterpret_cast<uintptr_t>(r.buffer), rd.length, r.lkey};
-  wr.remote_addr = rd.raddr;
-  wr.rkey = rd.rkey;
-  wr.context = idx;
-  if (efa_sq_post(&iface->sq, &wr) != 0) return false;
-  iface->free_ops.pop_back();
-  Op& op = iface->ops[idx];
-  op = Op{};
-  op.kind = OpKind::kTagRead;
-  op.seq = iface->next_seq++;
-  op.length = rd.length;
-  iface->tag.op_reads[idx] = rd;
-  iface->outstanding.insert(op.seq);
-  ++iface->tag.stats.rdma_reads;
+// Posts what it can of the RDMA read of a matched rendezvous, in chunks of RMA_CHUNK as zcopy
+// gets go; true once it is all posted.
+bool read_post(SrdIface* iface, TagRead* rd) {
+  const TagRecv& r = iface->tag.recvs[rd->slot];
+  while (rd->posted < rd->length) {
+    if (iface->free_ops.empty()) return false;
+    const uint32_t idx = iface->free_ops.back();
+    const uint32_t clen = static_cast<uint32_t>(std::min<uint64_t>(iface->rma_chunk, rd->length - rd->posted));
+    efa_dp_wr wr;
+    std::memset(&wr, 0, sizeof(wr));
+    wr.op = EFA_DP_OP_RDMA_READ;
+    wr.ah = iface->core->peers[rd->peer].ahn;
+    wr.dest_qpn = static_cast<uint16_t>(rd->qpn);
+    wr.qkey = rd->qkey;
+    wr.num_sge = 1;
+    wr.sge[0] = efa_dp_sge{reinterpret_cast<uintptr_t>(r.buffer) + rd->posted, clen, r.lkey};
+    wr.remote_addr = rd->raddr + rd->posted;
+    wr.rkey = rd->rkey;
+    wr.context = idx;
+    const int rc = efa_sq_post(&iface->sq, &wr);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc != 0) {  // what is outstanding finishes it, with the error
+      if (rd->status == UCS_OK) rd->status = UCS_ERR_INVALID_PARAM;
+      rd->posted = rd->length;
+      break;
+    }
+    iface->free_ops.pop_back();
+    Op& op = iface->ops[idx];
+    op = Op{};
+    op.kind = OpKind::kTagRead;
+    op.seq = iface->next_seq++;
+    op.length = clen;
+    iface->tag.op_reads[idx] = rd;
+    iface->outstanding.insert(op.seq);
+    rd->posted += clen;
+    rd->outstanding++;
+    ++iface->tag.stats.rdma_reads;
+  }
   return true;
 }
 
+void read_finish(SrdIface* iface, TagRead* rd) {
+  const TagRead done = *rd;
+  TagState& t = iface->tag;
+  for (auto it = t.active.begin(); it != t.active.end(); ++it)
+    if (&*it == rd) {
+      t.active.erase(it);
+      break;
+    }
+  tag_read_done(iface, done, done.status);
+}
+
 void read_start(SrdIface* iface, const TagRead& rd) {
-  if (!iface->tag.reads.empty() || !read_post(iface, rd)) iface->tag.reads.push_back(rd);
+  TagState& t = iface->tag;
+  t.active.push_back(rd);
+  TagRead* a = &t.active.back();
+  if (!t.reads.empty() || !read_post(iface, a)) {
+    t.reads.push_back(a);
+    return;
+  }
+  if (a->outstanding == 0) read_finish(iface, a);  // failed before anything went out
 }
 
 void deliver_eager(SrdIface* iface, uint32_t slot, const TagHdr& h, const uint8_t* data, uint32_t n) {
@@ -436,8 +468,20 @@ void tag_read_done(SrdIface* iface, const TagRead& rd, ucs_status_t st) {
 }
 
 void tag_op_done(SrdIface* iface, uint32_t idx, ucs_status_t st) {
-  const TagRead rd = iface->tag.op_reads[idx];
-  tag_read_done(iface, rd, st);
+  TagRead* rd = iface->tag.op_reads[idx];
+  iface->tag.op_reads[idx] = nullptr;
+  if (rd == nullptr) return;
+  rd->outstanding--;
+  if (st != UCS_OK && rd->status == UCS_OK) rd->status = st;
+  if (st != UCS_OK) rd->posted = rd->length;  // post no more of it
+  if (rd->outstanding == 0 && rd->posted >= rd->length) {
+    for (auto it = iface->tag.reads.begin(); it != iface->tag.reads.end(); ++it)
+      if (*it == rd) {
+        iface->tag.reads.erase(it);
+        break;
+      }
+    read_finish(iface, rd);
+  }
 }
 
 int tag_setup(SrdIface* iface, const uct_iface_params_t* params, const SrdIfaceConfig* cfg) {
@@ -457,7 +501,7 @@ int tag_setup(SrdIface* iface, const uct_iface_params_t* params, const SrdIfaceC
   t.recvs.assign(n, TagRecv{});
   t.free_slots.clear();
   for (uint32_t i = n; i-- > 0;) t.free_slots.push_back(i);
-  t.op_reads.assign(iface->ops.size(), TagRead{});
+  t.op_reads.assign(iface->ops.size(), nullptr);
   proto_am_set_handler(iface->core, kTagAmId, on_tag, iface);
   return 0;
 }
@@ -484,8 +528,11 @@ void tag_query(const SrdIface* iface, uct_iface_attr_t* attr) {
 unsigned tag_progress(SrdIface* iface) {
   TagState& t = iface->tag;
   unsigned n = 0;
-  while (!t.reads.empty() && read_post(iface, t.reads.front())) {
+  while (!t.reads.empty()) {
+    TagRead* rd = t.reads.front();
+    if (!read_post(iface, rd)) break;
     t.reads.pop_front();
+    if (rd->outstanding == 0) read_finish(iface, rd);
     ++n;
   }
   while (!t.fins.empty() && fin_send(iface, t.fins.front().peer, t.fins.front().op_id, t.fins.front().status) == 0) {
