@@ -164,6 +164,7 @@ int caller_drive() {
   // Pairs with at_exit's unpublishing store and quiesce_callers (both sequentially consistent):
   // either exit sees this caller inside, or this caller sees no device.
   g_inside.fetch_add(1, std::memory_order_seq_cst);
+  InServer in;
   int work = 0;
   if (s.driven.load(std::memory_order_seq_cst) != nullptr) work = service_pass(s, false);
   g_inside.fetch_sub(1, std::memory_order_release);

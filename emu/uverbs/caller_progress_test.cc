@@ -10,9 +10,12 @@
 #include "testing/support/verbs_util.h"
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -301,6 +304,66 @@ TEST(CallerProgress, AnArmOverwrittenByAPollStillRaisesTheEvent) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
   EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+// A process-wide signal whose handler calls exit() (libinfinipath, which libfabric loads, installs
+// such a SIGTERM handler) while the application spins on an empty CQ: the handler runs on the
+// application thread, most likely in the middle of the pass that poll started, with the device
+// locked. The exit handler must still let the process end instead of waiting for that lock.
+// Each round is a child process; a child that has not ended a few seconds after the signal has
+// hung and is killed.
+void exit_on_term(int) { exit(3); }
+
+[[noreturn]] void spin_until_signalled(int ready_fd) {
+  signal(SIGTERM, exit_on_term);
+  ibv_context* ctx = open_efa_device();
+  ibv_pd* pd = ctx != nullptr ? ibv_alloc_pd(ctx) : nullptr;
+  ibv_cq* cq = pd != nullptr ? ibv_create_cq(ctx, 64, nullptr, nullptr, 0) : nullptr;
+  ibv_qp* qp = cq != nullptr ? create_srd_qp(pd, cq, cq) : nullptr;
+  if (qp == nullptr || qp_to_rts(qp, kQkey, 7) != 0) _exit(2);
+  char one = 1;
+  if (write(ready_fd, &one, 1) != 1) _exit(2);
+  for (;;) {
+    ibv_wc wc;
+    if (ibv_poll_cq(cq, 1, &wc) != 0) _exit(2);
+  }
+}
+
+TEST(CallerProgress, ExitFromASignalHandlerDuringAPollEndsTheProcess) {
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      spin_until_signalled(fds[1]);
+    }
+    close(fds[1]);
+    char one = 0;
+    ssize_t got = read(fds[0], &one, 1);
+    close(fds[0]);
+    ASSERT_EQ(got, 1) << "round " << round << ": the child could not set up its CQ";
+    // Let it spin for a while (a different moment of its pass each round).
+    usleep(static_cast<useconds_t>(2000 + 1500 * round));
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    pid_t done = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      usleep(2000);
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "round " << round << ": the process hung in exit after SIGTERM";
+    }
+    ASSERT_EQ(done, pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "round " << round << ": status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 3) << "round " << round;
+  }
 }
 
 }  // namespace
