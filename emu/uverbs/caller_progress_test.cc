@@ -309,23 +309,40 @@ TEST(CallerProgress, AnArmOverwrittenByAPollStillRaisesTheEvent) {
 // A process-wide signal whose handler calls exit() (libinfinipath, which libfabric loads, installs
 // such a SIGTERM handler) while the application spins on an empty CQ: the handler runs on the
 // application thread, most likely in the middle of the pass that poll started, with the device
-// locked. The exit handler must still let the process end instead of waiting for that lock.
-// Each round is a child process; a child that has not ended a few seconds after the signal has
-// hung and is killed.
+// locked. Every round is a child process; in every other one an exit handler also closes the
+// device first, as libfabric's library destructor does. Neither the teardown commands nor
+// the shim's own exit handler may wait for the locks the interrupted pass holds. A child that
+// has not ended a few seconds after the signal has hung and is killed.
+struct Spinner {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+};
+Spinner g_spinner;
+
 void exit_on_term(int) { exit(3); }
 
-[[noreturn]] void spin_until_signalled(int ready_fd) {
+// Only the context is closed, as libfabric's destructor does: libefa's own destroy calls take the
+// CQ's lock, which the interrupted poll may hold (that would hang on hardware too).
+void close_spinner() {
+  if (g_spinner.ctx != nullptr) ibv_close_device(g_spinner.ctx);
+}
+
+[[noreturn]] void spin_until_signalled(int ready_fd, bool teardown_at_exit) {
   signal(SIGTERM, exit_on_term);
-  ibv_context* ctx = open_efa_device();
-  ibv_pd* pd = ctx != nullptr ? ibv_alloc_pd(ctx) : nullptr;
-  ibv_cq* cq = pd != nullptr ? ibv_create_cq(ctx, 64, nullptr, nullptr, 0) : nullptr;
-  ibv_qp* qp = cq != nullptr ? create_srd_qp(pd, cq, cq) : nullptr;
-  if (qp == nullptr || qp_to_rts(qp, kQkey, 7) != 0) _exit(2);
+  Spinner& v = g_spinner;
+  v.ctx = open_efa_device();
+  v.pd = v.ctx != nullptr ? ibv_alloc_pd(v.ctx) : nullptr;
+  v.cq = v.pd != nullptr ? ibv_create_cq(v.ctx, 64, nullptr, nullptr, 0) : nullptr;
+  v.qp = v.cq != nullptr ? create_srd_qp(v.pd, v.cq, v.cq) : nullptr;
+  if (v.qp == nullptr || qp_to_rts(v.qp, kQkey, 7) != 0) _exit(2);
+  if (teardown_at_exit) atexit(close_spinner);
   char one = 1;
   if (write(ready_fd, &one, 1) != 1) _exit(2);
   for (;;) {
     ibv_wc wc;
-    if (ibv_poll_cq(cq, 1, &wc) != 0) _exit(2);
+    if (ibv_poll_cq(v.cq, 1, &wc) != 0) _exit(2);
   }
 }
 
@@ -338,7 +355,7 @@ TEST(CallerProgress, ExitFromASignalHandlerDuringAPollEndsTheProcess) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       close(fds[0]);
-      spin_until_signalled(fds[1]);
+      spin_until_signalled(fds[1], round % 2 == 0);
     }
     close(fds[1]);
     char one = 0;

@@ -357,10 +357,15 @@ __attribute__((visibility("default"))) void* mmap64(void* addr, size_t len, int 
 __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   using fn = int (*)(void*, size_t);
   REAL(munmap, fn);
-  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::may_be_handed(addr, len) &&
-      xpufab::uverbs::handle_munmap(addr, len)) {
-    g_handed.fetch_sub(1);
-    return 0;
+  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::may_be_handed(addr, len)) {
+    // From inside the server (a signal handler's teardown, or an allocator freeing on the
+    // server's behalf) the server lock may be this thread's own: a range that may be the
+    // emulator's stays mapped (a leak at worst) rather than risk unmapping queues in use.
+    if (xpufab::uverbs::in_server_now()) return 0;
+    if (xpufab::uverbs::handle_munmap(addr, len)) {
+      g_handed.fetch_sub(1);
+      return 0;
+    }
   }
   return real_munmap(addr, len);
 }

@@ -66,6 +66,16 @@ bool is_destroy(uint32_t cmd) {
          cmd == IB_USER_VERBS_CMD_DESTROY_QP;
 }
 
+int answer_after_shutdown(Cmd& c) {
+  if (!is_destroy(c.command)) return -EIO;
+  uint8_t zeros[8] = {0};
+  if (c.out_len != 0) {
+    std::memcpy(&c.response, c.core, 8);
+    copy_out(c.response, zeros, std::min(c.out_len, sizeof(zeros)));
+  }
+  return 0;
+}
+
 int dispatch(State& s, Ctx* ctx, Cmd& c) {
   if (c.extended) {
     if (!ctx->has_context) return -EINVAL;
@@ -77,15 +87,7 @@ int dispatch(State& s, Ctx* ctx, Cmd& c) {
   }
   if (c.command == IB_USER_VERBS_CMD_GET_CONTEXT) return cmd_get_context(s, ctx, c);
   if (!ctx->has_context) return -EINVAL;
-  if (s.shut_down.load() || !s.dev) {
-    if (!is_destroy(c.command)) return -EIO;
-    uint8_t zeros[8] = {0};
-    if (c.out_len != 0) {
-      std::memcpy(&c.response, c.core, 8);
-      copy_out(c.response, zeros, std::min(c.out_len, sizeof(zeros)));
-    }
-    return 0;
-  }
+  if (s.shut_down.load() || !s.dev) return answer_after_shutdown(c);
   switch (c.command) {
     case IB_USER_VERBS_CMD_QUERY_DEVICE: return cmd_query_device(s, ctx, c);
     case IB_USER_VERBS_CMD_QUERY_PORT: return cmd_query_port(s, ctx, c);
@@ -118,12 +120,16 @@ void register_context(int fd) {
 
 bool is_context(int fd) {
   State& s = st();
+  if (in_server_now()) return false;
   ServerLock lock(s);
   return s.ctxs.count(fd) != 0;
 }
 
+bool in_server_now() { return t_in_server != 0; }
+
 bool close_context(int fd) {
   State& s = st();
+  if (in_server_now()) return true;  // the objects die with the process (see handle_write)
   ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) return false;
@@ -167,6 +173,13 @@ ssize_t handle_write(int fd, const void* buf, size_t count) {
     c.core_len = count - sizeof(hdr);
     c.out_len = size_t{hdr.out_words} * 4;
   }
+  if (in_server_now()) {
+    // Teardown from a signal handler that interrupted this thread inside the server (exit()
+    // running library destructors): the server's locks are this thread's own. The process is
+    // ending: destroys succeed, anything else fails, and nothing waits.
+    s.shut_down.store(true);
+    return answer_after_shutdown(c) == 0 ? static_cast<ssize_t>(count) : -EIO;
+  }
   ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) return -EBADF;
@@ -199,6 +212,10 @@ bool may_be_handed(const void* addr, size_t length) {
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err) {
   (void)prot;
   State& s = st();
+  if (in_server_now()) {
+    *err = EIO;
+    return nullptr;
+  }
   ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) {
