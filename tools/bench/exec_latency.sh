@@ -19,7 +19,7 @@ shim=$(readlink -f "$1")
 make_sysfs=$(readlink -f "$2")
 fabric_bench=$(readlink -f "$3")
 shift 3
-iters=${1:-20000}
+iters=${1:-5000}
 short_iters=$((iters / 10 > 0 ? iters / 10 : 1))
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/exec_latency.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -41,12 +41,12 @@ run_fi_pingpong() {
   port=$((port + 1))
   local args=(-p efa -e rdm -S 64 -I "$n")
   : >"$tmp/stats.txt"
-  XPUFAB_EMU_STATS=$tmp/stats.txt on_emu fi timeout 120 fi_pingpong "${args[@]}" -B "$port" \
+  XPUFAB_EMU_STATS=$tmp/stats.txt on_emu fi timeout 300 fi_pingpong "${args[@]}" -B "$port" \
     >"$tmp/fi.server.txt" 2>&1 &
   local server=$! ok=0
   for _ in $(seq 1 50); do
     sleep 0.2
-    if XPUFAB_EMU_STATS=$tmp/stats.txt on_emu fi timeout 120 fi_pingpong "${args[@]}" -P "$port" \
+    if XPUFAB_EMU_STATS=$tmp/stats.txt on_emu fi timeout 300 fi_pingpong "${args[@]}" -P "$port" \
       127.0.0.1 >"$tmp/fi.txt" 2>&1; then
       ok=1
       break
