@@ -161,6 +161,10 @@ void wrap_qp(ibv_qp* qp) {
 
 int caller_drive() {
   State& s = st();
+  if (in_server_now()) return 0;  // called again from a signal handler: the pass is not ours
+  // Counted as inside the server first: whenever g_inside counts this thread, an exit() from a
+  // signal handler here knows not to wait for it.
+  InServer in;
   // Pairs with at_exit's unpublishing store and quiesce_callers (both sequentially consistent):
   // either exit sees this caller inside, or this caller sees no device.
   g_inside.fetch_add(1, std::memory_order_seq_cst);

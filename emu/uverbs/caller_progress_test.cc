@@ -10,9 +10,12 @@
 #include "testing/support/verbs_util.h"
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -301,6 +304,83 @@ TEST(CallerProgress, AnArmOverwrittenByAPollStillRaisesTheEvent) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
   EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+// A process-wide signal whose handler calls exit() (libinfinipath, which libfabric loads, installs
+// such a SIGTERM handler) while the application spins on an empty CQ: the handler runs on the
+// application thread, most likely in the middle of the pass that poll started, with the device
+// locked. Every round is a child process; in every other one an exit handler also closes the
+// device first, as libfabric's library destructor does. Neither the teardown commands nor
+// the shim's own exit handler may wait for the locks the interrupted pass holds. A child that
+// has not ended a few seconds after the signal has hung and is killed.
+struct Spinner {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+};
+Spinner g_spinner;
+
+void exit_on_term(int) { exit(3); }
+
+// Only the context is closed, as libfabric's destructor does: libefa's own destroy calls take the
+// CQ's lock, which the interrupted poll may hold (that would hang on hardware too).
+void close_spinner() {
+  if (g_spinner.ctx != nullptr) ibv_close_device(g_spinner.ctx);
+}
+
+[[noreturn]] void spin_until_signalled(int ready_fd, bool teardown_at_exit) {
+  signal(SIGTERM, exit_on_term);
+  Spinner& v = g_spinner;
+  v.ctx = open_efa_device();
+  v.pd = v.ctx != nullptr ? ibv_alloc_pd(v.ctx) : nullptr;
+  v.cq = v.pd != nullptr ? ibv_create_cq(v.ctx, 64, nullptr, nullptr, 0) : nullptr;
+  v.qp = v.cq != nullptr ? create_srd_qp(v.pd, v.cq, v.cq) : nullptr;
+  if (v.qp == nullptr || qp_to_rts(v.qp, kQkey, 7) != 0) _exit(2);
+  if (teardown_at_exit) atexit(close_spinner);
+  char one = 1;
+  if (write(ready_fd, &one, 1) != 1) _exit(2);
+  for (;;) {
+    ibv_wc wc;
+    if (ibv_poll_cq(v.cq, 1, &wc) != 0) _exit(2);
+  }
+}
+
+TEST(CallerProgress, ExitFromASignalHandlerDuringAPollEndsTheProcess) {
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      spin_until_signalled(fds[1], round % 2 == 0);
+    }
+    close(fds[1]);
+    char one = 0;
+    ssize_t got = read(fds[0], &one, 1);
+    close(fds[0]);
+    ASSERT_EQ(got, 1) << "round " << round << ": the child could not set up its CQ";
+    // Let it spin for a while (a different moment of its pass each round).
+    usleep(static_cast<useconds_t>(2000 + 1500 * round));
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    pid_t done = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      usleep(2000);
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "round " << round << ": the process hung in exit after SIGTERM";
+    }
+    ASSERT_EQ(done, pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "round " << round << ": status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 3) << "round " << round;
+  }
 }
 
 }  // namespace

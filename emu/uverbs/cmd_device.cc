@@ -35,7 +35,11 @@ int open_device_locked(State& s) {
   if (s.dev) return 0;
   int rc = open_backend_locked(s);
   if (rc != 0) return rc;
-  rc = s.backend->open_device(s.infos[0].name, &s.dev);
+  {
+    // The engine thread and the fabric's receive thread start here.
+    SignalsBlocked blocked;
+    rc = s.backend->open_device(s.infos[0].name, &s.dev);
+  }
   if (rc != 0) return rc;
   s.emu = dynamic_cast<emu::EmuDevice*>(s.dev.get());
   rc = s.dev->query(&s.attr);
@@ -180,7 +184,7 @@ int cmd_query_port(State& s, Ctx*, Cmd& c) {
 
 bool gid_text(int index, char* out, size_t out_len) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  ServerLock lock(s);
   if (open_backend_locked(s) != 0 || index < 0 || static_cast<size_t>(index) >= s.infos.size())
     return false;
   const uint8_t* g = s.infos[index].gid;

@@ -41,7 +41,8 @@ void forward_cq_events_locked(State& s, CqObj* c, uint64_t events) {
 
 void arm_cq_exactly(int cmd_fd, uint32_t handle) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) return;
+  ServerLock lock(s);
   auto ctx = s.ctxs.find(cmd_fd);
   if (ctx == s.ctxs.end()) return;
   auto c = ctx->second->cqs.find(handle);
@@ -90,7 +91,8 @@ int take_new_channel() {
 
 bool close_channel(int fd) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) return true;
+  ServerLock lock(s);
   auto it = s.channels.find(fd);
   if (it == s.channels.end()) return false;
   for (auto& kv : it->second.cqs) kv.second->channel = -1;
@@ -101,6 +103,7 @@ bool close_channel(int fd) {
 ssize_t channel_read(int fd, void* buf, size_t count, bool nonblocking) {
   State& s = st();
   if (count < 8) return -EINVAL;
+  if (in_server_now()) return -EIO;
   // A blocked reader forwards its CQs' events itself and drives the NIC between waits, so an
   // armed CQ's event arrives whether the service thread, the engine thread or nobody else runs.
   // Its wait watches the channel and those CQs' event fds; the timeout (doubling while nothing
@@ -110,7 +113,7 @@ ssize_t channel_read(int fd, void* buf, size_t count, bool nonblocking) {
   for (;;) {
     fds.assign(1, pollfd{fd, POLLIN, 0});
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      ServerLock lock(s);
       auto it = s.channels.find(fd);
       if (it == s.channels.end()) return -EBADF;
       Channel& ch = it->second;

@@ -21,7 +21,7 @@ int query_qp_wqs(const void* ibv_qp_p, efadv_compat_wq_attr* sq, efadv_compat_wq
   const ibv_qp* qp = static_cast<const ibv_qp*>(ibv_qp_p);
   if (qp->context == nullptr) return EINVAL;
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  ServerLock lock(s);
   auto it = s.ctxs.find(qp->context->cmd_fd);
   if (it == s.ctxs.end()) return EOPNOTSUPP;  // not a device this library serves
   auto q = it->second->qps.find(qp->handle);
@@ -53,7 +53,7 @@ int query_cq(const void* ibv_cq_p, efadv_compat_cq_attr* attr, uint32_t inlen) {
   const ibv_cq* cq = static_cast<const ibv_cq*>(ibv_cq_p);
   if (cq->context == nullptr) return EINVAL;
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  ServerLock lock(s);
   auto it = s.ctxs.find(cq->context->cmd_fd);
   if (it == s.ctxs.end()) return EOPNOTSUPP;
   auto c = it->second->cqs.find(cq->handle);

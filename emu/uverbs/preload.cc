@@ -357,10 +357,16 @@ __attribute__((visibility("default"))) void* mmap64(void* addr, size_t len, int 
 __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   using fn = int (*)(void*, size_t);
   REAL(munmap, fn);
-  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::may_be_handed(addr, len) &&
-      xpufab::uverbs::handle_munmap(addr, len)) {
-    g_handed.fetch_sub(1);
-    return 0;
+  if (g_handed.load(std::memory_order_acquire) > 0 && xpufab::uverbs::may_be_handed(addr, len)) {
+    // From inside the server only a signal handler's teardown gets here (the server's own
+    // memory goes back through malloc, whose unmapping is internal to libc), and the server
+    // lock may be this thread's own: a range that may be the emulator's stays mapped (a leak
+    // of an ending process at worst) rather than risk unmapping queues still in use.
+    if (xpufab::uverbs::in_server_now()) return 0;
+    if (xpufab::uverbs::handle_munmap(addr, len)) {
+      g_handed.fetch_sub(1);
+      return 0;
+    }
   }
   return real_munmap(addr, len);
 }

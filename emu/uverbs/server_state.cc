@@ -2,6 +2,7 @@
 // mmap keys and releasing what a context created.
 #include "emu/uverbs/server_state.h"
 
+#include <pthread.h>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -15,6 +16,18 @@ State& st() {
   static State* s = new State();  // never destroyed: threads and exit handlers outlive statics
   return *s;
 }
+
+thread_local int t_in_server = 0;
+
+SignalsBlocked::SignalsBlocked() {
+  sigset_t all;
+  sigfillset(&all);
+  // Faults raised by the thread's own code must still reach it.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_BLOCK, &all, &saved_);
+}
+
+SignalsBlocked::~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
 
 namespace {
 

@@ -5,6 +5,7 @@
 #ifndef XPUFAB_EMU_UVERBS_SERVER_STATE_H_
 #define XPUFAB_EMU_UVERBS_SERVER_STATE_H_
 
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -96,8 +97,19 @@ struct Handed {
   bool orphan;  // owner object gone; free when the last mapping goes
 };
 
+// What the shim's own progress did, for the statistics line written at exit (XPUFAB_EMU_STATS):
+// load-independent evidence of how the NIC was moved (passes per message, sleeps, lock misses).
+struct ShimCounters {
+  std::atomic<uint64_t> caller_passes{0};     // passes run from verbs calls
+  std::atomic<uint64_t> caller_lock_busy{0};  // ... that found the server lock taken
+  std::atomic<uint64_t> service_passes{0};    // passes the service thread ran
+  std::atomic<uint64_t> service_sleeps{0};    // its sleeps (parked or idle)
+  std::atomic<uint64_t> mirrored{0};          // 16-byte CQEs copied
+};
+
 struct State {
   std::mutex mu;
+  ShimCounters counters;
   std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<backend::Device> dev;
   emu::EmuDevice* emu = nullptr;
@@ -115,6 +127,41 @@ struct State {
 };
 
 State& st();
+
+// How deep the calling thread is inside the server's locks (the server lock, a caller's pass
+// over the device). A signal handler that calls exit() (libinfinipath's does, for SIGTERM) may
+// interrupt such a thread; the exit handler then must not wait for locks that thread holds.
+extern thread_local int t_in_server;
+struct InServer {
+  InServer() { ++t_in_server; }
+  ~InServer() { --t_in_server; }
+  InServer(const InServer&) = delete;
+  InServer& operator=(const InServer&) = delete;
+};
+// The server lock, counted in t_in_server from before it is taken until after it is released.
+class ServerLock {
+ public:
+  explicit ServerLock(State& s) : lock_(s.mu) {}
+
+ private:
+  InServer in_;
+  std::lock_guard<std::mutex> lock_;
+};
+
+// Application threads alone take process-directed signals: the threads the shim and the device
+// start run with them blocked, so no handler ever runs on a thread that holds the device lock
+// in the middle of a pass. Blocks them on the calling thread until destroyed (threads started
+// meanwhile inherit the mask).
+class SignalsBlocked {
+ public:
+  SignalsBlocked();
+  ~SignalsBlocked();
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_;
+};
 
 // Copies to and from addresses the caller named: a bad pointer gives EFAULT, never a crash.
 bool copy_in(void* dst, uint64_t src, size_t n);

@@ -24,16 +24,23 @@ int service_pass(State& s, bool wait_lock) {
     int n = d->progress(256);
     if (n > 0) work += n;
   }
+  (wait_lock ? s.counters.service_passes : s.counters.caller_passes)
+      .fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(s.mu, std::defer_lock);
   if (wait_lock) {
     lock.lock();
   } else if (!lock.try_lock()) {
+    s.counters.caller_lock_busy.fetch_add(1, std::memory_order_relaxed);
     return work;
   }
   for (CqObj* c : s.served) {
     // Events are taken before the CQEs are mirrored, so a waiter woken by one finds its CQE.
     uint64_t events = take_cq_events(c);
-    if (c->ring16 != nullptr) work += mirror_cqes(c);
+    if (c->ring16 != nullptr) {
+      int n = mirror_cqes(c);
+      if (n > 0) s.counters.mirrored.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      work += n;
+    }
     if (events != 0 && c->channel >= 0) {
       forward_cq_events_locked(s, c, events);
       work += static_cast<int>(events);
@@ -71,6 +78,7 @@ void service_main() {
       last_drive = now;
     }
     if (now - last_drive < kCallerWindow) {
+      s.counters.service_sleeps.fetch_add(1, std::memory_order_relaxed);
       struct timespec ts{0, kParkSleepNs};
       nanosleep(&ts, nullptr);
       // When the callers stop, service resumes at full attention.
@@ -87,6 +95,7 @@ void service_main() {
       std::this_thread::yield();
       continue;
     }
+    s.counters.service_sleeps.fetch_add(1, std::memory_order_relaxed);
     struct timespec ts{0, sleep_ns};
     nanosleep(&ts, nullptr);
     sleep_ns = std::min(sleep_ns * 2, kMaxSleepNs);
@@ -105,6 +114,7 @@ bool service_thread_wanted() {
 void ensure_service_locked(State& s) {
   if (s.service.joinable() || !service_thread_wanted()) return;
   s.stop.store(false);
+  SignalsBlocked blocked;
   s.service = std::thread(service_main);
 }
 

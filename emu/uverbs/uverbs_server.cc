@@ -66,6 +66,16 @@ bool is_destroy(uint32_t cmd) {
          cmd == IB_USER_VERBS_CMD_DESTROY_QP;
 }
 
+int answer_after_shutdown(Cmd& c) {
+  if (!is_destroy(c.command)) return -EIO;
+  uint8_t zeros[8] = {0};
+  if (c.out_len != 0) {
+    std::memcpy(&c.response, c.core, 8);
+    copy_out(c.response, zeros, std::min(c.out_len, sizeof(zeros)));
+  }
+  return 0;
+}
+
 int dispatch(State& s, Ctx* ctx, Cmd& c) {
   if (c.extended) {
     if (!ctx->has_context) return -EINVAL;
@@ -77,15 +87,7 @@ int dispatch(State& s, Ctx* ctx, Cmd& c) {
   }
   if (c.command == IB_USER_VERBS_CMD_GET_CONTEXT) return cmd_get_context(s, ctx, c);
   if (!ctx->has_context) return -EINVAL;
-  if (s.shut_down.load() || !s.dev) {
-    if (!is_destroy(c.command)) return -EIO;
-    uint8_t zeros[8] = {0};
-    if (c.out_len != 0) {
-      std::memcpy(&c.response, c.core, 8);
-      copy_out(c.response, zeros, std::min(c.out_len, sizeof(zeros)));
-    }
-    return 0;
-  }
+  if (s.shut_down.load() || !s.dev) return answer_after_shutdown(c);
   switch (c.command) {
     case IB_USER_VERBS_CMD_QUERY_DEVICE: return cmd_query_device(s, ctx, c);
     case IB_USER_VERBS_CMD_QUERY_PORT: return cmd_query_port(s, ctx, c);
@@ -110,7 +112,7 @@ int dispatch(State& s, Ctx* ctx, Cmd& c) {
 
 void register_context(int fd) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  ServerLock lock(s);
   auto ctx = std::make_unique<Ctx>();
   ctx->fd = fd;
   s.ctxs[fd] = std::move(ctx);
@@ -118,13 +120,17 @@ void register_context(int fd) {
 
 bool is_context(int fd) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) return false;
+  ServerLock lock(s);
   return s.ctxs.count(fd) != 0;
 }
 
+bool in_server_now() { return t_in_server != 0; }
+
 bool close_context(int fd) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) return true;  // the objects die with the process (see handle_write)
+  ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) return false;
   Ctx* ctx = it->second.get();
@@ -167,7 +173,14 @@ ssize_t handle_write(int fd, const void* buf, size_t count) {
     c.core_len = count - sizeof(hdr);
     c.out_len = size_t{hdr.out_words} * 4;
   }
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) {
+    // Teardown from a signal handler that interrupted this thread inside the server (exit()
+    // running library destructors): the server's locks are this thread's own. The process is
+    // ending: destroys succeed, anything else fails, and nothing waits.
+    s.shut_down.store(true);
+    return answer_after_shutdown(c) == 0 ? static_cast<ssize_t>(count) : -EIO;
+  }
+  ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) return -EBADF;
   int rc = dispatch(s, it->second.get(), c);
@@ -199,7 +212,11 @@ bool may_be_handed(const void* addr, size_t length) {
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err) {
   (void)prot;
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  if (in_server_now()) {
+    *err = EIO;
+    return nullptr;
+  }
+  ServerLock lock(s);
   auto it = s.ctxs.find(fd);
   if (it == s.ctxs.end()) {
     *err = EBADF;
@@ -226,7 +243,7 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
 
 bool handle_munmap(void* addr, size_t length) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  ServerLock lock(s);
   uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   auto h = s.handed.find(a);
   if (h == s.handed.end()) {
@@ -268,36 +285,55 @@ void after_fork_child() {
   callers_after_fork();
 }
 
+namespace {
+
+// The statistics line XPUFAB_EMU_STATS names, appended. Reads counters only (atomics).
+void write_stats_line(State& s) {
+  const char* path = std::getenv("XPUFAB_EMU_STATS");
+  if (s.emu == nullptr || path == nullptr || path[0] == '\0') return;
+  emu::Stats t = s.emu->stats();
+  const ShimCounters& k = s.counters;
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  auto a = [](const std::atomic<uint64_t>& v) {
+    return static_cast<unsigned long long>(v.load(std::memory_order_relaxed));
+  };
+  char line[1024];
+  int n = snprintf(line, sizeof(line),
+                   "pid=%d device=%s packets_tx=%llu packets_rx=%llu bytes_tx=%llu "
+                   "bytes_rx=%llu wqes=%llu cqes=%llu error_cqes=%llu retransmits=%llu "
+                   "rnr_naks=%llu rnr_retries=%llu steps=%llu doorbells=%llu "
+                   "engine_sleeps=%llu caller_passes=%llu caller_lock_busy=%llu "
+                   "service_passes=%llu service_sleeps=%llu mirrored_cqes=%llu\n",
+                   static_cast<int>(getpid()), s.attr.name.c_str(), u(t.packets_tx),
+                   u(t.packets_rx), u(t.bytes_tx), u(t.bytes_rx), u(t.wqes), u(t.cqes),
+                   u(t.error_cqes), u(t.retransmits), u(t.rnr_naks), u(t.rnr_retries), u(t.steps),
+                   u(t.doorbells), u(t.idle_sleeps), a(k.caller_passes), a(k.caller_lock_busy),
+                   a(k.service_passes), a(k.service_sleeps), a(k.mirrored));
+  int fd = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (fd >= 0) {
+    if (n > 0) (void)sys_write(fd, line, static_cast<size_t>(n));
+    sys_close(fd);
+  }
+}
+
+}  // namespace
+
 void at_exit() {
   State& s = st();
+  if (t_in_server != 0) {
+    // exit() from a signal handler that interrupted this thread inside the server: the locks it
+    // holds would never be released to the teardown. The process ends without it (the kernel
+    // reclaims the memory; peers see this address go silent, as after a crash).
+    if (!s.shut_down.exchange(true)) write_stats_line(s);
+    return;
+  }
   std::unique_ptr<backend::Device> dev;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    ServerLock lock(s);
     if (s.shut_down.exchange(true)) return;
     for (auto& kv : s.ctxs) release_ctx_objects_locked(s, kv.second.get());
-    if (s.emu != nullptr) {
-      const char* path = std::getenv("XPUFAB_EMU_STATS");
-      if (path != nullptr && path[0] != '\0') {
-        emu::Stats t = s.emu->stats();
-        char line[512];
-        int n = snprintf(line, sizeof(line),
-                         "pid=%d device=%s packets_tx=%llu packets_rx=%llu bytes_tx=%llu "
-                         "bytes_rx=%llu wqes=%llu cqes=%llu error_cqes=%llu retransmits=%llu "
-                         "rnr_naks=%llu\n",
-                         static_cast<int>(getpid()), s.attr.name.c_str(),
-                         (unsigned long long)t.packets_tx, (unsigned long long)t.packets_rx,
-                         (unsigned long long)t.bytes_tx, (unsigned long long)t.bytes_rx,
-                         (unsigned long long)t.wqes, (unsigned long long)t.cqes,
-                         (unsigned long long)t.error_cqes, (unsigned long long)t.retransmits,
-                         (unsigned long long)t.rnr_naks);
-        int fd = static_cast<int>(
-            syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-        if (fd >= 0) {
-          if (n > 0) (void)sys_write(fd, line, static_cast<size_t>(n));
-          sys_close(fd);
-        }
-      }
-    }
+    write_stats_line(s);
     // Sequentially consistent, as the callers' check (caller_progress.cc).
     s.driven.store(nullptr, std::memory_order_seq_cst);
     dev = std::move(s.dev);

@@ -32,6 +32,10 @@ namespace uverbs {
 constexpr unsigned kDevMajor = 1;
 constexpr unsigned kDevMinor = 3;
 
+// True on a thread that is inside the server right now: only a signal handler that interrupted
+// it can call in again, and such calls must not wait for the locks that thread holds.
+bool in_server_now();
+
 // A fresh uverbs context for `fd` (already opened on the stand-in device).
 void register_context(int fd);
 bool is_context(int fd);
