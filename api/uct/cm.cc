@@ -49,6 +49,7 @@ struct Conn {  // a client's request, until the server creates an endpoint on it
   socklen_t peer_len;
   std::vector<uint8_t> in;
   bool delivered = false;  // conn_request_cb has run
+  uint8_t dev[16] = {};    // the client's srd device address
 };
 
 struct Listener {
@@ -79,6 +80,7 @@ struct CmEp {
   bool local_disc = false;   // uct_ep_disconnect was called
   bool remote_disc = false;  // the peer disconnected (or went away)
   std::vector<uint8_t> in;
+  uint8_t peer_dev[16] = {};  // the peer's srd device address, from its first frame
 };
 
 struct Cm {
@@ -86,10 +88,38 @@ struct Cm {
   uct_worker_h worker;
   uct_worker_cb_id_t prog_id;
   std::string dev_name;  // the device the CM's connections name to UCP
+  SharedDevice* dev = nullptr;
+  uint8_t gid[16] = {};  // its srd device address
   std::list<Listener*> listeners;
   std::map<uint64_t, CmEp*> eps;
   uint64_t next_serial = 1;
 };
+
+// UCS_ASYNC_BLOCK / UNBLOCK on the worker's async context (ucx_compat.h). Signal mode is not
+// supported (cm_open refuses it): its blocking masks signals per thread.
+void async_block(ucs_async_context_t* a) {
+  auto* h = reinterpret_cast<xpufab_async_context_head_t*>(a);
+  if (h->mode == UCS_ASYNC_MODE_THREAD_SPINLOCK) {
+    ucs_recursive_spin_lock(&h->spinlock);
+  } else if (h->mode == UCS_ASYNC_MODE_THREAD_MUTEX) {
+    pthread_mutex_lock(&h->mutex.lock);
+    if (h->mutex.count++ == 0) h->mutex.owner = pthread_self();
+  } else {
+    ++h->poll_block;
+  }
+}
+
+void async_unblock(ucs_async_context_t* a) {
+  auto* h = reinterpret_cast<xpufab_async_context_head_t*>(a);
+  if (h->mode == UCS_ASYNC_MODE_THREAD_SPINLOCK) {
+    ucs_recursive_spin_unlock(&h->spinlock);
+  } else if (h->mode == UCS_ASYNC_MODE_THREAD_MUTEX) {
+    if (--h->mutex.count == 0) h->mutex.owner = 0;
+    pthread_mutex_unlock(&h->mutex.lock);
+  } else {
+    --h->poll_block;
+  }
+}
 
 Cm* cm_of(uct_cm_h h) { return reinterpret_cast<Cm*>(h); }
 Listener* listener_of(uct_listener_h h) { return reinterpret_cast<Listener*>(h); }
@@ -104,9 +134,10 @@ socklen_t addr_len(const struct sockaddr* sa, socklen_t given) {
 }
 
 // A frame is small (header + at most kSaMaxPriv): the socket buffer takes it; a short wait at most.
-bool send_frame(int fd, uint8_t type, int32_t status, const void* data, uint32_t len) {
+bool send_frame(const Cm* cm, int fd, uint8_t type, int32_t status, const void* data, uint32_t len) {
   std::vector<uint8_t> b(sizeof(CmHdr) + len);
-  CmHdr h{kCmMagic, type, {0, 0, 0}, status, len};
+  CmHdr h{kCmMagic, type, {0, 0, 0}, status, len, {}};
+  std::memcpy(h.dev, cm->gid, sizeof(h.dev));
   std::memcpy(b.data(), &h, sizeof(h));
   if (len) std::memcpy(b.data() + sizeof(h), data, len);
   size_t off = 0;
@@ -155,14 +186,13 @@ void close_fd(int* fd) {
   *fd = -1;
 }
 
-uct_cm_remote_data_t remote_data(const sockaddr_storage& peer, socklen_t peer_len,
-                                 const std::vector<uint8_t>& priv) {
+uct_cm_remote_data_t remote_data(const uint8_t* dev, const std::vector<uint8_t>& priv) {
   uct_cm_remote_data_t rd{};
   rd.field_mask = UCT_CM_REMOTE_DATA_FIELD_DEV_ADDR | UCT_CM_REMOTE_DATA_FIELD_DEV_ADDR_LENGTH |
                   UCT_CM_REMOTE_DATA_FIELD_CONN_PRIV_DATA |
                   UCT_CM_REMOTE_DATA_FIELD_CONN_PRIV_DATA_LENGTH;
-  rd.dev_addr = reinterpret_cast<const uct_device_addr_t*>(&peer);  // the peer's socket address
-  rd.dev_addr_length = peer_len;
+  rd.dev_addr = reinterpret_cast<const uct_device_addr_t*>(dev);  // the peer's srd device address
+  rd.dev_addr_length = 16;
   rd.conn_priv_data = priv.empty() ? nullptr : priv.data();
   rd.conn_priv_data_length = priv.size();
   return rd;
@@ -173,7 +203,7 @@ uct_cm_remote_data_t remote_data(const sockaddr_storage& peer, socklen_t peer_le
 using Event = std::function<void()>;
 
 void client_connected(CmEp* ep, ucs_status_t status, const std::vector<uint8_t>& priv) {
-  uct_cm_remote_data_t rd = remote_data(ep->peer, ep->peer_len, priv);
+  uct_cm_remote_data_t rd = remote_data(ep->peer_dev, priv);
   uct_cm_ep_client_connect_args_t a{};
   a.field_mask = UCT_CM_EP_CLIENT_CONNECT_ARGS_FIELD_REMOTE_DATA |
                  UCT_CM_EP_CLIENT_CONNECT_ARGS_FIELD_STATUS;
@@ -218,7 +248,7 @@ void remote_gone(std::vector<Event>* ev, CmEp* ep) {
 
 ucs_status_t send_request(CmEp* ep, const void* priv, size_t len) {
   if (len > kSaMaxPriv) return UCS_ERR_EXCEEDS_LIMIT;
-  if (!send_frame(ep->fd, kCmRequest, UCS_OK, priv, static_cast<uint32_t>(len))) return UCS_ERR_IO_ERROR;
+  if (!send_frame(ep->cm, ep->fd, kCmRequest, UCS_OK, priv, static_cast<uint32_t>(len))) return UCS_ERR_IO_ERROR;
   ep->state = CmEp::kWaitReply;
   return UCS_OK;
 }
@@ -273,6 +303,7 @@ void client_progress(CmEp* ep, std::vector<Event>* ev) {
         return;
       }
       ep->state = CmEp::kConnected;
+      std::memcpy(ep->peer_dev, h.dev, sizeof(ep->peer_dev));
       defer(ev, ep, [data](CmEp* e) { client_connected(e, UCS_OK, data); });
     } else if (ep->state == CmEp::kConnected && h.type == kCmDisconnect) {
       remote_gone(ev, ep);
@@ -352,6 +383,7 @@ void listener_progress(Listener* l, std::vector<Event>* ev) {
     const int r = take_frame(&c->in, &h, &data);
     if (r == 1 && h.type == kCmRequest) {
       c->delivered = true;
+      std::memcpy(c->dev, h.dev, sizeof(c->dev));
       Cm* cm = l->cm;
       ev->push_back([cm, l, c, data] {
         // Both may be gone by now: the listener destroyed (with its requests) by an earlier event.
@@ -359,7 +391,7 @@ void listener_progress(Listener* l, std::vector<Event>* ev) {
         for (Listener* x : cm->listeners)
           if (x == l) live = true;
         if (!live) return;
-        uct_cm_remote_data_t rd = remote_data(c->peer, c->peer_len, data);
+        uct_cm_remote_data_t rd = remote_data(c->dev, data);
         uct_cm_listener_conn_request_args_t a{};
         a.field_mask = UCT_CM_LISTENER_CONN_REQUEST_ARGS_FIELD_DEV_NAME |
                        UCT_CM_LISTENER_CONN_REQUEST_ARGS_FIELD_CONN_REQUEST |
@@ -388,7 +420,11 @@ unsigned cm_progress(void* arg) {
     else
       client_progress(kv.second, &ev);
   }
+  if (ev.empty()) return 0;
+  ucs_async_context_t* async = cm->super.iface.worker->async;
+  async_block(async);
   for (auto& e : ev) e();
+  async_unblock(async);
   return static_cast<unsigned>(ev.size());
 }
 
@@ -408,7 +444,7 @@ ucs_status_t ep_conn_notify(uct_ep_h tl) {
   CmEp* ep = cep_of(tl);
   if (ep->server) return UCS_ERR_INVALID_PARAM;
   if (ep->state != CmEp::kConnected || ep->fd < 0) return UCS_ERR_NOT_CONNECTED;
-  return send_frame(ep->fd, kCmNotify, UCS_OK, nullptr, 0) ? UCS_OK : UCS_ERR_IO_ERROR;
+  return send_frame(ep->cm, ep->fd, kCmNotify, UCS_OK, nullptr, 0) ? UCS_OK : UCS_ERR_IO_ERROR;
 }
 
 ucs_status_t ep_disconnect(uct_ep_h tl, unsigned) {
@@ -418,7 +454,7 @@ ucs_status_t ep_disconnect(uct_ep_h tl, unsigned) {
   if (ep->state != CmEp::kConnected) return UCS_ERR_BUSY;
   ep->local_disc = true;
   if (ep->fd >= 0) {  // also after the peer's: it waits for ours
-    send_frame(ep->fd, kCmDisconnect, UCS_OK, nullptr, 0);
+    send_frame(ep->cm, ep->fd, kCmDisconnect, UCS_OK, nullptr, 0);
     ::shutdown(ep->fd, SHUT_WR);
   }
   return UCS_OK;
@@ -506,11 +542,12 @@ ucs_status_t server_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   ep->notify_cb = p->sockaddr_cb_server;
   ep->peer = c->peer;
   ep->peer_len = c->peer_len;
+  std::memcpy(ep->peer_dev, c->dev, sizeof(ep->peer_dev));
   ep->fd = c->fd;
   ep->in = std::move(c->in);
   c->fd = -1;
   conn_drop(c);
-  if (!send_frame(ep->fd, kCmReply, UCS_OK, priv.data(), static_cast<uint32_t>(priv.size()))) {
+  if (!send_frame(ep->cm, ep->fd, kCmReply, UCS_OK, priv.data(), static_cast<uint32_t>(priv.size()))) {
     close_fd(&ep->fd);
     delete ep;
     return UCS_ERR_IO_ERROR;
@@ -615,7 +652,7 @@ ucs_status_t listener_reject(uct_listener_h tl, uct_conn_request_h req) {
   Conn* c = reinterpret_cast<Conn*>(req);
   for (Conn* x : l->conns) {
     if (x != c || !x->delivered) continue;
-    const bool sent = send_frame(c->fd, kCmReply, UCS_ERR_REJECTED, nullptr, 0);
+    const bool sent = send_frame(l->cm, c->fd, kCmReply, UCS_ERR_REJECTED, nullptr, 0);
     conn_drop(c);
     return sent ? UCS_OK : UCS_ERR_IO_ERROR;
   }
@@ -653,6 +690,7 @@ void cm_close(uct_cm_h tl) {
   while (!cm->listeners.empty()) listener_destroy(&cm->listeners.front()->super);
   while (!cm->eps.empty()) ep_destroy(&cm->eps.begin()->second->super.super);
   uct_worker_progress_unregister_safe(cm->worker, &cm->prog_id);
+  release_device(cm->dev);
   delete cm;
 }
 
@@ -666,8 +704,18 @@ ucs_status_t cm_open(uct_component_t* component, uct_worker_h worker, const uct_
   if (worker == nullptr || config == nullptr || cm_p == nullptr) return UCS_ERR_INVALID_PARAM;
   std::vector<backend::DeviceInfo> devs;
   std::string backend_name, why;
+  auto* async = reinterpret_cast<uct_priv_worker_t*>(worker)->async;
+  if (async == nullptr ||
+      reinterpret_cast<xpufab_async_context_head_t*>(async)->mode == UCS_ASYNC_MODE_SIGNAL)
+    return UCS_ERR_UNSUPPORTED;
   if (list_devices(&backend_name, &devs, &why) != 0 || devs.empty()) return UCS_ERR_NO_DEVICE;
+  SharedDevice* dev = nullptr;
+  // The first device, as the tl resources name it; held open so that the srd interfaces of this
+  // process opened later share its identity (the device address the peers are told).
+  if (acquire_device(devs.front().name, &dev) != 0) return UCS_ERR_NO_DEVICE;
   auto* cm = new Cm();
+  cm->dev = dev;
+  std::memcpy(cm->gid, dev->attr.gid, sizeof(cm->gid));
   std::memset(&cm->super, 0, sizeof(cm->super));
   cm->super.ops = &g_cm_ops;
   cm->super.component = component;
@@ -679,7 +727,7 @@ ucs_status_t cm_open(uct_component_t* component, uct_worker_h worker, const uct_
   cm->super.config.reuse_addr = config->reuse_addr;
   cm->worker = worker;
   cm->prog_id = UCS_CALLBACKQ_ID_NULL;
-  cm->dev_name = devs.front().name;  // the first device, as the tl resources name it
+  cm->dev_name = devs.front().name;
   uct_worker_progress_register_safe(worker, cm_progress, cm, 0, &cm->prog_id);
   *cm_p = &cm->super;
   return UCS_OK;

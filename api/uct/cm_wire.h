@@ -1,5 +1,7 @@
-// The frames of the connection manager's TCP connection (cm.cc): a 16-byte header, then len
-// bytes of private data. Little-endian, packed.
+// The frames of the connection manager's TCP connection (cm.cc): a 32-byte header, then len
+// bytes of private data. Little-endian, packed. dev is the sender's srd device address (its
+// GID), which the receiver reports as the remote device address: UCP connects every lane of
+// the peer's packed address with that device address.
 #ifndef XPUFAB_API_UCT_CM_WIRE_H_
 #define XPUFAB_API_UCT_CM_WIRE_H_
 
@@ -23,8 +25,9 @@ struct __attribute__((packed)) CmHdr {
   uint8_t pad[3];
   int32_t status;
   uint32_t len;
+  uint8_t dev[16];
 };
-static_assert(sizeof(CmHdr) == 16, "CmHdr is 16 bytes on the wire");
+static_assert(sizeof(CmHdr) == 32, "CmHdr is 32 bytes on the wire");
 
 }  // namespace uct
 }  // namespace xpufab

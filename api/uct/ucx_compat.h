@@ -12,14 +12,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 
+#include <ucs/async/async_fwd.h>
 #include <ucs/config/parser.h>
 #include <ucs/config/types.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/sys/topo/base/topo.h>
 #include <ucs/type/class.h>
 #include <ucs/type/status.h>
+#include <ucs/type/spinlock.h>
 #include <ucs/type/thread_mode.h>
 #include <uct/api/uct.h>
 #include <uct/api/version.h>
@@ -272,6 +276,34 @@ extern ucs_config_field_t uct_cm_config_table[];
 extern ucs_class_t uct_cm_t_class;        // its size is checked at registration
 extern ucs_class_t uct_listener_t_class;  // uct_listener_t (uct/api/tl.h): the cm pointer only
 
+// ---- ucs/async/async.h, thread.h, signal.h: the head of ucs_async_context_t ----
+// UCP runs the CM callbacks' work under its worker's async lock and asserts that it is held
+// (UCS_ASYNC_BLOCK, an inline macro on these fields), as UCX's own CMs call them from async
+// handlers. Debian builds UCX with assertions on, which gives the mutex its owner and count.
+
+typedef struct xpufab_async_thread_mutex {
+  pthread_mutex_t lock;
+  pthread_t owner;
+  unsigned count;
+} xpufab_async_thread_mutex_t;
+
+typedef struct xpufab_async_signal_context {
+  pid_t tid;
+  int block_count;
+  pthread_t pthread;
+  timer_t timer;
+} xpufab_async_signal_context_t;
+
+typedef struct xpufab_async_context_head {
+  union {
+    ucs_recursive_spinlock_t spinlock;   // UCS_ASYNC_MODE_THREAD_SPINLOCK
+    xpufab_async_thread_mutex_t mutex;   // UCS_ASYNC_MODE_THREAD_MUTEX
+    xpufab_async_signal_context_t signal;
+    int poll_block;                      // UCS_ASYNC_MODE_POLL
+  };
+  ucs_async_mode_t mode;
+} xpufab_async_context_head_t;
+
 // libucs.so.0
 void ucs_class_call_cleanup_chain(ucs_class_t* cls, void* obj, int limit);
 
@@ -294,6 +326,7 @@ static_assert(sizeof(uct_iface_internal_ops_t) == 32, "uct_iface_internal_ops_t:
 static_assert(sizeof(ucs_config_global_list_entry_t) == 48, "ucs_config_global_list_entry_t (1.13)");
 static_assert(offsetof(uct_component_t, md_config) == 64, "uct_component_t.md_config offset");
 static_assert(offsetof(uct_base_iface_t, am) == 424, "uct_base_iface_t.am offset");
+static_assert(offsetof(xpufab_async_context_head_t, mode) == 56, "ucs_async_context_t.mode offset (1.13)");
 static_assert(sizeof(uct_cm_ops_t) == 56, "uct_cm_ops_t: 7 ops in UCX 1.13");
 static_assert(sizeof(uct_cm_t) == 1304, "uct_cm_t layout (UCX 1.13, no stats)");
 static_assert(offsetof(uct_cm_t, iface) == 16, "uct_cm_t.iface offset");

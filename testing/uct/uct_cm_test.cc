@@ -166,6 +166,8 @@ struct Server {
     srv->dev_name_seen = a->dev_name;
     Priv from;
     std::memcpy(&from, a->remote_data->conn_priv_data, sizeof(from));
+    if (a->remote_data->dev_addr_length != 16 || std::memcmp(a->remote_data->dev_addr, from.dev, 16) != 0)
+      srv->bad_requests++;  // the client's srd device address, as for the client
     if (std::strncmp(from.text, "reject", 6) == 0) {
       if (uct_listener_reject(l, a->conn_request) == UCS_OK) srv->rejected++;
       return;
@@ -251,6 +253,7 @@ struct Client {
   std::string dev_name;
   Priv reply{};
   size_t reply_len = 0, dev_addr_len = 0;
+  uint8_t dev_addr[16] = {};
 
   static ucs_status_t on_resolve(void* arg, const uct_cm_ep_resolve_args_t* a) {
     auto* c = static_cast<Client*>(arg);
@@ -274,6 +277,7 @@ struct Client {
     if (a->status == UCS_OK && (a->field_mask & UCT_CM_EP_CLIENT_CONNECT_ARGS_FIELD_REMOTE_DATA)) {
       c->reply_len = a->remote_data->conn_priv_data_length;
       c->dev_addr_len = a->remote_data->dev_addr_length;
+      std::memcpy(c->dev_addr, a->remote_data->dev_addr, std::min<size_t>(16, c->dev_addr_len));
       std::memcpy(&c->reply, a->remote_data->conn_priv_data, std::min(sizeof(c->reply), c->reply_len));
     }
   }
@@ -403,7 +407,10 @@ TEST_F(CmTest, QueryCmAndAcceptedConnectionCarriesPrivateDataBothWays) {
   ASSERT_EQ(UCS_OK, c.status);
   ASSERT_EQ(sizeof(Priv), c.reply_len);
   EXPECT_STREQ("accepted:hello", c.reply.text);
-  EXPECT_EQ(sizeof(sockaddr_in), c.dev_addr_len);
+  // The remote device address is the server's srd device address: UCP connects the lanes of
+  // the peer's packed address with it.
+  ASSERT_EQ(16u, c.dev_addr_len);
+  EXPECT_EQ(0, std::memcmp(c.dev_addr, c.reply.dev, 16));
   EXPECT_EQ(UCS_OK, uct_cm_client_ep_conn_notify(ep));
   Counts n = until_server([](const Counts& k) { return k.notifies == 1; });
   EXPECT_EQ(1, n.requests);
