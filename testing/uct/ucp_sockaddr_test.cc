@@ -1,7 +1,8 @@
 // UCP client/server by socket address over the xpufab connection manager, in the manner of
 // UCX's ucp_hello_world: a server process (ucp_listener_create, ucp_ep_create on the connection
 // request) and this one as client (ucp_ep_create with UCP_EP_PARAM_FIELD_SOCK_ADDR), with
-// UCX_TLS=srd and UCX_SOCKADDR_TLS_PRIORITY=xpufab, exchanging tagged messages and closing.
+// UCX_TLS=srd and UCX_SOCKADDR_TLS_PRIORITY=xpufab, exchanging tagged messages and closing;
+// a third client is rejected (ucp_listener_reject) and its error handler sees UCS_ERR_REJECTED.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -92,13 +93,20 @@ struct Ucp {
 
 struct ServerState {
   Ucp* u;
+  ucp_listener_h listener = nullptr;
   ucp_ep_h ep = nullptr;
   int requests = 0;
+  int rejected = 0;
 };
 
+// The first two requests are accepted, the third rejected.
 void on_conn(ucp_conn_request_h req, void* arg) {
   auto* s = static_cast<ServerState*>(arg);
-  s->requests++;
+  if (++s->requests > 2) {
+    CHECK(ucp_listener_reject(s->listener, req) == UCS_OK, "ucp_listener_reject");
+    s->rejected++;
+    return;
+  }
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   ep.conn_request = req;
@@ -121,6 +129,7 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   lp.conn_handler.arg = &s;
   ucp_listener_h l;
   CHECK(ucp_listener_create(u.worker, &lp, &l) == UCS_OK, "ucp_listener_create");
+  s.listener = l;
   ucp_listener_attr_t la{};
   la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
   CHECK(ucp_listener_query(l, &la) == UCS_OK, "ucp_listener_query");
@@ -136,7 +145,12 @@ void on_conn(ucp_conn_request_h req, void* arg) {
     u.close_ep(s.ep);
     s.ep = nullptr;
   }
-  CHECK(s.requests == 2, "%d connection requests", s.requests);
+  auto t0 = std::chrono::steady_clock::now();
+  while (s.rejected == 0) {
+    ucp_worker_progress(u.worker);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30), "no third client");
+  }
+  CHECK(s.requests == 3, "%d connection requests", s.requests);
   ucp_listener_destroy(l);
   u.close();
   char done = 'd';
@@ -156,6 +170,32 @@ void client_round(Ucp* u, const sockaddr_in& to, int round) {
   const std::string got = u->recv();
   CHECK(got == "welcome " + std::to_string(round), "client got '%s'", got.c_str());
   u->close_ep(e);
+}
+
+// A client the server rejects: its endpoint's error handler sees UCS_ERR_REJECTED.
+void client_rejected(Ucp* u, const sockaddr_in& to) {
+  ucs_status_t seen = UCS_OK;
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&to);
+  ep.sockaddr.addrlen = sizeof(to);
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t st) { *static_cast<ucs_status_t*>(arg) = st; };
+  ep.err_handler.arg = &seen;
+  ucp_ep_h e;
+  CHECK(ucp_ep_create(u->worker, &ep, &e) == UCS_OK, "client ep create");
+  auto t0 = std::chrono::steady_clock::now();
+  while (seen == UCS_OK) {
+    ucp_worker_progress(u->worker);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30), "no rejection seen");
+  }
+  CHECK(seen == UCS_ERR_REJECTED, "error handler saw %s", ucs_status_string(seen));
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  u->wait(ucp_ep_close_nbx(e, &rp));
 }
 
 }  // namespace
@@ -191,12 +231,13 @@ int main(int argc, char** argv) {
   Ucp u;
   u.open();
   for (int round = 0; round < 2; ++round) client_round(&u, to, round);
+  client_rejected(&u, to);
   u.close();
   char done = 0;
   CHECK(read(sv[0], &done, 1) == 1 && done == 'd', "the server did not finish");
   int st = 0;
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %d", st);
-  std::printf("ucp sockaddr over xpufab cm: 2 rounds ok\n");
+  std::printf("ucp sockaddr over xpufab cm: 2 rounds and a rejection ok\n");
   return 0;
 }
