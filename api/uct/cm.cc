@@ -25,6 +25,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <list>
 #include <map>
@@ -93,6 +94,7 @@ struct Cm {
   std::list<Listener*> listeners;
   std::map<uint64_t, CmEp*> eps;
   uint64_t next_serial = 1;
+  uint64_t next_scan = 0;  // cm_progress: no socket looked at before this time
 };
 
 // UCS_ASYNC_BLOCK / UNBLOCK on the worker's async context (ucx_compat.h). Signal mode is not
@@ -250,6 +252,7 @@ ucs_status_t send_request(CmEp* ep, const void* priv, size_t len) {
   if (len > kSaMaxPriv) return UCS_ERR_EXCEEDS_LIMIT;
   if (!send_frame(ep->cm, ep->fd, kCmRequest, UCS_OK, priv, static_cast<uint32_t>(len))) return UCS_ERR_IO_ERROR;
   ep->state = CmEp::kWaitReply;
+  ep->cm->next_scan = 0;
   return UCS_OK;
 }
 
@@ -389,7 +392,7 @@ void listener_progress(Listener* l, std::vector<Event>* ev) {
         // Both may be gone by now: the listener destroyed (with its requests) by an earlier event.
         bool live = false;
         for (Listener* x : cm->listeners)
-          if (x == l) live = true;
+          for (Conn* y : x->conns) live |= x == l && y == c;
         if (!live) return;
         uct_cm_remote_data_t rd = remote_data(c->dev, data);
         uct_cm_listener_conn_request_args_t a{};
@@ -410,8 +413,23 @@ void listener_progress(Listener* l, std::vector<Event>* ev) {
   }
 }
 
+uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
+// An established CM endpoint lives as long as the UCP endpoint, and the worker's progress runs
+// this on every call: the sockets are looked at again at once after something happened, and
+// otherwise at most every kIdleScanNs, so that the data path does not pay a system call per
+// endpoint per progress call.
+constexpr uint64_t kIdleScanNs = 50000;
+
 unsigned cm_progress(void* arg) {
   Cm* cm = static_cast<Cm*>(arg);
+  if (cm->listeners.empty() && cm->eps.empty()) return 0;
+  const uint64_t now = now_ns();
+  if (now < cm->next_scan) return 0;
   std::vector<Event> ev;
   for (Listener* l : cm->listeners) listener_progress(l, &ev);
   for (auto& kv : cm->eps) {
@@ -420,6 +438,7 @@ unsigned cm_progress(void* arg) {
     else
       client_progress(kv.second, &ev);
   }
+  cm->next_scan = ev.empty() ? now + kIdleScanNs : 0;
   if (ev.empty()) return 0;
   ucs_async_context_t* async = cm->super.iface.worker->async;
   async_block(async);
@@ -453,6 +472,7 @@ ucs_status_t ep_disconnect(uct_ep_h tl, unsigned) {
   if (ep->local_disc) return ep->remote_disc ? UCS_ERR_NOT_CONNECTED : UCS_INPROGRESS;
   if (ep->state != CmEp::kConnected) return UCS_ERR_BUSY;
   ep->local_disc = true;
+  ep->cm->next_scan = 0;
   if (ep->fd >= 0) {  // also after the peer's: it waits for ours
     send_frame(ep->cm, ep->fd, kCmDisconnect, UCS_OK, nullptr, 0);
     ::shutdown(ep->fd, SHUT_WR);
@@ -554,6 +574,7 @@ ucs_status_t server_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   }
   ep->state = CmEp::kConnected;
   cm->eps[ep->serial] = ep;
+  cm->next_scan = 0;
   *ep_p = &ep->super.super;
   return UCS_OK;
 }
@@ -590,6 +611,7 @@ ucs_status_t client_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   ep->peer_len = len;
   ep->state = CmEp::kConnecting;
   cm->eps[ep->serial] = ep;
+  cm->next_scan = 0;
   *ep_p = &ep->super.super;
   return UCS_OK;
 }
@@ -643,6 +665,7 @@ ucs_status_t listener_create(uct_cm_h tl, const struct sockaddr* sa, socklen_t s
   l->cb = p->conn_request_cb;
   l->arg = (p->field_mask & UCT_LISTENER_PARAM_FIELD_USER_DATA) ? p->user_data : nullptr;
   cm->listeners.push_back(l);
+  cm->next_scan = 0;
   *l_p = &l->super;
   return UCS_OK;
 }

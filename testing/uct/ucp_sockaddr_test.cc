@@ -92,9 +92,9 @@ struct Ucp {
 };
 
 struct ServerState {
-  Ucp* u;
+  Ucp* u = nullptr;
   ucp_listener_h listener = nullptr;
-  ucp_ep_h ep = nullptr;
+  std::vector<ucp_ep_h> eps;  // by connection order: the next client may connect before one closes
   int requests = 0;
   int rejected = 0;
 };
@@ -110,14 +110,17 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   ep.conn_request = req;
-  CHECK(ucp_ep_create(s->u->worker, &ep, &s->ep) == UCS_OK, "server ep create");
+  ucp_ep_h e;
+  CHECK(ucp_ep_create(s->u->worker, &ep, &e) == UCS_OK, "server ep create");
+  s->eps.push_back(e);
 }
 
 [[noreturn]] void server_main(int fd) {
   role = "server";
   Ucp u;
   u.open();
-  ServerState s{&u};
+  ServerState s;
+  s.u = &u;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -139,11 +142,10 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   for (int round = 0; round < 2; ++round) {
     const std::string got = u.recv();
     CHECK(got == "hello " + std::to_string(round), "server got '%s'", got.c_str());
-    CHECK(s.ep != nullptr, "a message but no endpoint");
-    u.send(s.ep, "welcome " + std::to_string(round));
-    // The client closes first; this side closes when it sees that (or at once: both work).
-    u.close_ep(s.ep);
-    s.ep = nullptr;
+    CHECK(s.eps.size() > static_cast<size_t>(round), "a message but no endpoint");
+    u.send(s.eps[round], "welcome " + std::to_string(round));
+    // The client closes too; whichever side is first, both hear the other's disconnect.
+    u.close_ep(s.eps[round]);
   }
   auto t0 = std::chrono::steady_clock::now();
   while (s.rejected == 0) {
