@@ -164,10 +164,6 @@ ucs_status_t rkey_ptr(uct_component_t*, uct_rkey_t, void*, uint64_t, void**) {
 
 ucs_status_t rkey_release(uct_component_t*, uct_rkey_t, void*) { return UCS_OK; }
 
-ucs_status_t cm_open(uct_component_t*, uct_worker_h, const uct_cm_config_t*, uct_cm_h*) {
-  return UCS_ERR_UNSUPPORTED;  // no UCT_COMPONENT_FLAG_CM
-}
-
 void md_vfs_init(uct_md_h) {}
 
 ucs_config_field_t g_md_config_table[] = {{nullptr, nullptr, nullptr, 0, {}}};
@@ -183,10 +179,10 @@ uct_component_t g_component = {
     rkey_ptr,
     rkey_release,
     {"xpufab memory domain", "XPUFAB_", g_md_config_table, sizeof(uct_md_config_t), {}},
-    {"xpufab connection manager", "XPUFAB_CM_", g_md_config_table, sizeof(uct_md_config_t), {}},
+    {"xpufab connection manager", "XPUFAB_CM_", uct_cm_config_table, sizeof(uct_cm_config_t), {}},
     {&g_component.tl_list, &g_component.tl_list},
     {nullptr, nullptr},
-    0,
+    UCT_COMPONENT_FLAG_CM,  // cm.cc
     md_vfs_init,
 };
 

@@ -63,11 +63,15 @@ bool layout_matches(std::string* why) {
   }
   // The class descriptors carry the sizes libuct was built with (stats on or off, ...).
   if (uct_base_iface_t_class.size != sizeof(uct_base_iface_t) ||
-      uct_base_ep_t_class.size != sizeof(uct_base_ep_t)) {
-    char b[160];
-    std::snprintf(b, sizeof(b), "libuct's uct_base_iface_t/uct_base_ep_t are %zu/%zu bytes, not %zu/%zu",
-                  uct_base_iface_t_class.size, uct_base_ep_t_class.size, sizeof(uct_base_iface_t),
-                  sizeof(uct_base_ep_t));
+      uct_base_ep_t_class.size != sizeof(uct_base_ep_t) || uct_cm_t_class.size != sizeof(uct_cm_t) ||
+      uct_listener_t_class.size != sizeof(uct_listener_t)) {
+    char b[256];
+    std::snprintf(b, sizeof(b),
+                  "libuct's uct_base_iface_t/uct_base_ep_t/uct_cm_t/uct_listener_t are "
+                  "%zu/%zu/%zu/%zu bytes, not %zu/%zu/%zu/%zu",
+                  uct_base_iface_t_class.size, uct_base_ep_t_class.size, uct_cm_t_class.size,
+                  uct_listener_t_class.size, sizeof(uct_base_iface_t), sizeof(uct_base_ep_t),
+                  sizeof(uct_cm_t), sizeof(uct_listener_t));
     *why = b;
     return false;
   }

@@ -6,7 +6,8 @@
 //
 // UCX 1.13's uct_iface_open never hands the SOCKADDR_SERVER/CLIENT open modes to a transport
 // (its uct_find_tl(component, NULL) finds nothing: UCS_ERR_NO_DEVICE), so the server side is
-// not a UCT interface here: uct_iface_accept/reject report UCS_ERR_UNSUPPORTED.
+// not a UCT interface here: uct_iface_accept/reject report UCS_ERR_UNSUPPORTED. In 1.13 it is
+// the component's connection manager (cm.cc), which is what UCP uses.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -439,6 +439,10 @@ void sockaddr_ep_gone(SrdEp* ep);
 int sockaddr_accessible(const ucs_sock_addr_t* sockaddr, uct_sockaddr_accessibility_t mode);
 void fill_sockaddr_ops(uct_iface_ops_t* ops);
 
+// cm.cc: the component's connection manager (uct_cm_open).
+ucs_status_t cm_open(uct_component_t* component, uct_worker_h worker, const uct_cm_config_t* config,
+                     uct_cm_h* cm_p);
+
 // The ops table and caps of a live interface, for the support-table tool.
 const uct_iface_ops_t& srd_iface_ops();
 

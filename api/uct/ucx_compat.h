@@ -12,13 +12,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
 
+#include <ucs/async/async_fwd.h>
 #include <ucs/config/parser.h>
 #include <ucs/config/types.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/sys/topo/base/topo.h>
 #include <ucs/type/class.h>
 #include <ucs/type/status.h>
+#include <ucs/type/spinlock.h>
 #include <ucs/type/thread_mode.h>
 #include <uct/api/uct.h>
 #include <uct/api/version.h>
@@ -236,6 +241,69 @@ ucs_status_t uct_single_device_resource(uct_md_h md, const char* dev_name,
 void uct_tl_register(uct_component_t* component, uct_tl_t* tl);
 void uct_tl_unregister(uct_tl_t* tl);
 
+// ---- uct/base/uct_cm.h ----
+
+struct uct_cm_config {
+  int failure;
+  int reuse_addr;
+};
+
+typedef struct uct_cm_ops {
+  void (*close)(uct_cm_h cm);
+  ucs_status_t (*cm_query)(uct_cm_h cm, uct_cm_attr_t* cm_attr);
+  ucs_status_t (*listener_create)(uct_cm_h cm, const struct sockaddr* saddr, socklen_t socklen,
+                                  const uct_listener_params_t* params, uct_listener_h* listener_p);
+  ucs_status_t (*listener_reject)(uct_listener_h listener, uct_conn_request_h conn_request);
+  ucs_status_t (*listener_query)(uct_listener_h listener, uct_listener_attr_t* listener_attr);
+  void (*listener_destroy)(uct_listener_h listener);
+  ucs_status_t (*ep_create)(const uct_ep_params_t* params, uct_ep_h* ep_p);
+} uct_cm_ops_t;
+
+// uct_cm_open/close/query and uct_listener_* call through ops; endpoints of a CM have &iface as
+// their interface, so uct_ep_connect/disconnect/destroy call through iface.super.ops.
+struct uct_cm {
+  uct_cm_ops_t* ops;
+  uct_component_h component;
+  uct_base_iface_t iface;
+  struct {
+    ucs_log_level_t failure_level;
+    int reuse_addr;
+  } config;
+};
+typedef struct uct_cm uct_cm_t;
+
+extern ucs_config_field_t uct_cm_config_table[];
+extern ucs_class_t uct_cm_t_class;        // its size is checked at registration
+extern ucs_class_t uct_listener_t_class;  // uct_listener_t (uct/api/tl.h): the cm pointer only
+
+// ---- ucs/async/async.h, thread.h, signal.h: the head of ucs_async_context_t ----
+// UCP runs the CM callbacks' work under its worker's async lock and asserts that it is held
+// (UCS_ASYNC_BLOCK, an inline macro on these fields), as UCX's own CMs call them from async
+// handlers. Debian builds UCX with assertions on, which gives the mutex its owner and count.
+
+typedef struct xpufab_async_thread_mutex {
+  pthread_mutex_t lock;
+  pthread_t owner;
+  unsigned count;
+} xpufab_async_thread_mutex_t;
+
+typedef struct xpufab_async_signal_context {
+  pid_t tid;
+  int block_count;
+  pthread_t pthread;
+  timer_t timer;
+} xpufab_async_signal_context_t;
+
+typedef struct xpufab_async_context_head {
+  union {
+    ucs_recursive_spinlock_t spinlock;   // UCS_ASYNC_MODE_THREAD_SPINLOCK
+    xpufab_async_thread_mutex_t mutex;   // UCS_ASYNC_MODE_THREAD_MUTEX
+    xpufab_async_signal_context_t signal;
+    int poll_block;                      // UCS_ASYNC_MODE_POLL
+  };
+  ucs_async_mode_t mode;
+} xpufab_async_context_head_t;
+
 // libucs.so.0
 void ucs_class_call_cleanup_chain(ucs_class_t* cls, void* obj, int limit);
 
@@ -258,6 +326,12 @@ static_assert(sizeof(uct_iface_internal_ops_t) == 32, "uct_iface_internal_ops_t:
 static_assert(sizeof(ucs_config_global_list_entry_t) == 48, "ucs_config_global_list_entry_t (1.13)");
 static_assert(offsetof(uct_component_t, md_config) == 64, "uct_component_t.md_config offset");
 static_assert(offsetof(uct_base_iface_t, am) == 424, "uct_base_iface_t.am offset");
+static_assert(offsetof(xpufab_async_context_head_t, mode) == 56, "ucs_async_context_t.mode offset (1.13)");
+static_assert(sizeof(uct_cm_ops_t) == 56, "uct_cm_ops_t: 7 ops in UCX 1.13");
+static_assert(sizeof(uct_cm_t) == 1304, "uct_cm_t layout (UCX 1.13, no stats)");
+static_assert(offsetof(uct_cm_t, iface) == 16, "uct_cm_t.iface offset");
+static_assert(sizeof(uct_cm_config_t) == 8, "uct_cm_config_t layout (UCX 1.13)");
+static_assert(sizeof(uct_listener_t) == 8, "uct_listener_t layout (UCX 1.13)");
 #endif
 
 #endif  // XPUFAB_API_UCT_UCX_COMPAT_H_

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian's unmodified UCX tools over the srd transport on the emulated EFA: ucx_info lists it,
+# Debian's unmodified UCX tools over the srd transport on the emulated EFA: ucx_info lists it
+# (and the component's connection manager),
 # ucx_perftest runs UCT tests between two processes, and UCP runs over it alone (UCX_TLS=srd).
 # Usage: uct_tools_test.sh LIBUCT_XPUFAB
 set -euo pipefail
@@ -16,7 +17,8 @@ fail=0
 
 info=$(ucx_info -d -t srd)
 for want in "Component: xpufab" "Transport: srd" "Device: efa_emu0" "put_zcopy" "get_bcopy" "am_bcopy" \
-            "connection: to ep, to iface" "peer failure, ep_check"; do
+            "connection: to ep, to iface" "peer failure, ep_check" "Connection manager: xpufab" \
+            "max_conn_priv: 1024 bytes"; do
   if ! grep -q "$want" <<<"$info"; then echo "FAIL: ucx_info -d lacks '$want'"; fail=1; fi
 done
 

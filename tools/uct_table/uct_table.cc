@@ -2,9 +2,13 @@
 // emulated profile (emu gen1..gen4, hw), each read from a live interface (its uct_iface_ops_t
 // entries and the caps uct_iface_query reports) in a process of its own, since the backend and
 // profile are chosen per process. A row is "Y" when the op is wired and its capability
-// advertised, "-" when it is not wired, "off" when wired but not advertised on that device.
+// advertised, "-" when it is not wired, "off" when wired but not advertised on that device. The
+// connection manager's rows come from a loopback connection through it (probe_cm).
 //   uct_table [LIBUCT_XPUFAB]   (default: $XPUFAB_UCT_LIB)
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uct/api/uct.h>
@@ -62,9 +66,6 @@ std::vector<Row> rows(const uct_iface_ops_t& ops) {
       {"ep_destroy", OP(ep_destroy), 0, false},
       {"ep_get_address", OP(ep_get_address), UCT_IFACE_FLAG_CONNECT_TO_EP, false},
       {"ep_connect_to_ep", OP(ep_connect_to_ep), UCT_IFACE_FLAG_CONNECT_TO_EP, false},
-      {"ep_connect (cm)", OP(ep_connect), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
-      {"ep_disconnect (cm)", OP(ep_disconnect), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
-      {"cm_ep_conn_notify", OP(cm_ep_conn_notify), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
       {"iface_accept", OP(iface_accept), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
       {"iface_reject", OP(iface_reject), UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, false},
       {"iface_flush", OP(iface_flush), 0, false},
@@ -80,6 +81,128 @@ std::vector<Row> rows(const uct_iface_ops_t& ops) {
       {"iface_get_address", OP(iface_get_address), 0, false},
       {"iface_is_reachable", OP(iface_is_reachable), 0, false},
   };
+}
+
+// The connection manager's rows (UCX 1.13 puts the server side of a sockaddr connection there,
+// not on the transport interface), each "Y" only when a loopback connection in this process
+// went through it: a client rejected, a client accepted, notify and disconnect both ways.
+const char* const kCmRows[] = {"cm_open",           "listener_create",   "listener_query",
+                               "conn_request_cb",   "listener_reject",   "ep_create (conn_req)",
+                               "ep_connect (cm)",   "cm_ep_conn_notify", "ep_disconnect (cm)"};
+
+struct CmProbe {
+  uct_conn_request_h req = nullptr;
+  int requests = 0, connects = 0, notifies = 0, disconnects = 0;
+  ucs_status_t client_status = UCS_ERR_LAST;
+  uct_worker_h worker = nullptr;
+
+  void until(const int* counter, int want) {
+    for (int i = 0; i < 200000 && *counter < want; ++i) uct_worker_progress(worker);
+  }
+};
+
+std::map<std::string, bool> probe_cm(uct_component_h comp, uct_worker_h worker) {
+  std::map<std::string, bool> ok;
+  uct_component_attr_t ca{};
+  ca.field_mask = UCT_COMPONENT_ATTR_FIELD_FLAGS;
+  uct_cm_config_t* cc;
+  uct_cm_h cm;
+  if (uct_component_query(comp, &ca) != UCS_OK || !(ca.flags & UCT_COMPONENT_FLAG_CM) ||
+      uct_cm_config_read(comp, nullptr, nullptr, &cc) != UCS_OK)
+    return ok;
+  const ucs_status_t opened = uct_cm_open(comp, worker, cc, &cm);
+  uct_config_release(cc);
+  if (opened != UCS_OK) return ok;
+  ok["cm_open"] = true;
+  CmProbe pr;
+  pr.worker = worker;
+  uct_listener_params_t lp{};
+  lp.field_mask = UCT_LISTENER_PARAM_FIELD_CONN_REQUEST_CB | UCT_LISTENER_PARAM_FIELD_USER_DATA;
+  lp.conn_request_cb = [](uct_listener_h, void* arg, const uct_cm_listener_conn_request_args_t* a) {
+    static_cast<CmProbe*>(arg)->req = a->conn_request;
+    static_cast<CmProbe*>(arg)->requests++;
+  };
+  lp.user_data = &pr;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  uct_listener_h l;
+  uct_listener_attr_t la{};
+  la.field_mask = UCT_LISTENER_ATTR_FIELD_SOCKADDR;
+  if (uct_listener_create(cm, reinterpret_cast<sockaddr*>(&sa), sizeof(sa), &lp, &l) != UCS_OK) {
+    uct_cm_close(cm);
+    return ok;
+  }
+  ok["listener_create"] = true;
+  if (uct_listener_query(l, &la) == UCS_OK && reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port != 0) {
+    ok["listener_query"] = true;
+    sa.sin_port = reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port;
+  }
+  ucs_sock_addr_t to{reinterpret_cast<sockaddr*>(&sa), sizeof(sa)};
+  auto client = [&](uct_ep_h* ep) {
+    uct_ep_params_t p{};
+    p.field_mask = UCT_EP_PARAM_FIELD_CM | UCT_EP_PARAM_FIELD_SOCKADDR | UCT_EP_PARAM_FIELD_USER_DATA |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS | UCT_EP_PARAM_FIELD_SOCKADDR_PACK_CB |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_CONNECT_CB_CLIENT | UCT_EP_PARAM_FIELD_SOCKADDR_DISCONNECT_CB;
+    p.cm = cm;
+    p.sockaddr = &to;
+    p.user_data = &pr;
+    p.sockaddr_cb_flags = UCT_CB_FLAG_ASYNC;
+    p.sockaddr_pack_cb = [](void*, const uct_cm_ep_priv_data_pack_args_t*, void* out) -> ssize_t {
+      std::memcpy(out, "probe", 5);
+      return 5;
+    };
+    p.sockaddr_cb_client = [](uct_ep_h, void* arg, const uct_cm_ep_client_connect_args_t* a) {
+      static_cast<CmProbe*>(arg)->client_status = a->status;
+      static_cast<CmProbe*>(arg)->connects++;
+    };
+    p.disconnect_cb = [](uct_ep_h, void* arg) { static_cast<CmProbe*>(arg)->disconnects++; };
+    return uct_ep_create(&p, ep) == UCS_OK;
+  };
+  uct_ep_h c1 = nullptr, c2 = nullptr, s2 = nullptr;
+  if (client(&c1)) {
+    pr.until(&pr.requests, 1);
+    ok["conn_request_cb"] = pr.requests == 1;
+    if (pr.requests == 1 && uct_listener_reject(l, pr.req) == UCS_OK) {
+      pr.until(&pr.connects, 1);
+      ok["listener_reject"] = pr.client_status == UCS_ERR_REJECTED;
+    }
+  }
+  if (pr.requests == 1 && client(&c2)) {
+    pr.until(&pr.requests, 2);
+    uct_ep_params_t p{};
+    p.field_mask = UCT_EP_PARAM_FIELD_CM | UCT_EP_PARAM_FIELD_CONN_REQUEST | UCT_EP_PARAM_FIELD_USER_DATA |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_CB_FLAGS | UCT_EP_PARAM_FIELD_SOCKADDR_NOTIFY_CB_SERVER |
+                   UCT_EP_PARAM_FIELD_SOCKADDR_DISCONNECT_CB;
+    p.cm = cm;
+    p.conn_request = pr.req;
+    p.user_data = &pr;
+    p.sockaddr_cb_flags = UCT_CB_FLAG_ASYNC;
+    p.sockaddr_cb_server = [](uct_ep_h, void* arg, const uct_cm_ep_server_conn_notify_args_t*) {
+      static_cast<CmProbe*>(arg)->notifies++;
+    };
+    p.disconnect_cb = [](uct_ep_h, void* arg) { static_cast<CmProbe*>(arg)->disconnects++; };
+    if (pr.requests == 2 && uct_ep_create(&p, &s2) == UCS_OK) {
+      pr.until(&pr.connects, 2);
+      ok["ep_create (conn_req)"] = pr.client_status == UCS_OK;
+      // The client's ops, as a CM endpoint's interface carries them.
+      const uct_iface_ops_t& ops = c2->iface->ops;
+      ok["ep_connect (cm)"] = ops.ep_connect != nullptr;
+      if (ops.cm_ep_conn_notify && uct_cm_client_ep_conn_notify(c2) == UCS_OK) {
+        pr.until(&pr.notifies, 1);
+        ok["cm_ep_conn_notify"] = pr.notifies == 1;
+      }
+      if (ops.ep_disconnect && uct_ep_disconnect(c2, 0) == UCS_OK) {
+        pr.until(&pr.disconnects, 1);  // the server's callback
+        ok["ep_disconnect (cm)"] = pr.disconnects == 1 && uct_ep_disconnect(s2, 0) == UCS_OK;
+      }
+    }
+  }
+  for (uct_ep_h e : {c1, c2, s2})
+    if (e) uct_ep_destroy(e);
+  uct_listener_destroy(l);
+  uct_cm_close(cm);
+  return ok;
 }
 
 // Child side: opens srd on the first xpufab device and prints "row value" lines.
@@ -136,6 +259,8 @@ int probe() {
       v = "-";
     std::printf("%s %s\n", r.name, v);
   }
+  const std::map<std::string, bool> cm = probe_cm(comp, worker);
+  for (const char* name : kCmRows) std::printf("%s %s\n", name, cm.count(name) && cm.at(name) ? "Y" : "-");
   std::printf("device %s\n", res[0].md_name);
   uct_iface_close(iface);
   uct_config_release(ic);
@@ -217,10 +342,13 @@ int main(int argc, char** argv) {
   std::printf("\n|%s|", std::string(26, '-').c_str());
   for (size_t i = 0; i < cols.size(); ++i) std::printf("%s|", std::string(11, '-').c_str());
   std::printf("\n");
-  for (const Row& r : rows(none)) {
-    std::printf("| %-24s |", r.name);
+  std::vector<const char*> names;
+  for (const Row& r : rows(none)) names.push_back(r.name);
+  for (const char* n : kCmRows) names.push_back(n);
+  for (const char* name : names) {
+    std::printf("| %-24s |", name);
     for (size_t i = 0; i < cols.size(); ++i) {
-      auto it = vals[i].find(r.name);
+      auto it = vals[i].find(name);
       std::printf(" %-9s |", why[i].empty() && it != vals[i].end() ? it->second.c_str() : "n/a");
     }
     std::printf("\n");
