@@ -29,7 +29,7 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-constexpr uint32_t kVersion = 2;  // 2: the closed mark
+constexpr uint32_t kVersion = 3;  // 2: the closed mark; 3: the 104-byte packet header
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -570,6 +570,12 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
   st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
   st_[kBytesTx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
   return 0;
+}
+
+int ShmFabric::copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) {
+  if (!opt_.peer_memory) return -EOPNOTSUPP;
+  if (opt_.peer_copy_errno != 0) return -opt_.peer_copy_errno;
+  return PeerMemory::read(from, addr, local, len);
 }
 
 ShmFabricStats ShmFabric::stats() const {
