@@ -259,7 +259,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     uint32_t idx = static_cast<uint32_t>(token);
     OpSlot& s = op_slots_[idx];
     s.used = false;
-    s.op = TxOp();
+    // The next start_op assigns the whole op; only the bytes are given back now.
+    s.op.pkt.payload = Payload();
     op_free_.push_back(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }

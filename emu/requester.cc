@@ -249,13 +249,19 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
 }
 
 void DeviceImpl::fire_timers() {
-  timers_.fire(step_now_, [this](uint64_t when, uint64_t token) { fire_timer(when, token); });
+  timers_.fire(
+      step_now_,
+      [this](uint64_t when, uint64_t token) {
+        TxOp* op = find_op(token);
+        return op != nullptr && op->deadline_ns == when;  // else stale: the op moved on
+      },
+      [this](uint64_t when, uint64_t token) { fire_timer(when, token); });
 }
 
 void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
   const uint64_t now = step_now_;
   TxOp* found = find_op(token);
-  if (found == nullptr || found->deadline_ns != when) return;  // stale timer
+  if (found == nullptr || found->deadline_ns != when) return;  // an earlier timer moved it on
   TxOp& op = *found;
   switch (op.state) {
     case OpState::kRnrWait:

@@ -41,10 +41,12 @@ class TimerWheel {
     ++size_;
   }
 
-  // Calls fire(when, token) for each timer due at `now`, removing it first; timers armed by the
-  // callback are never due at the same `now` unless armed in the past (then at the next call).
-  template <class F>
-  void fire(uint64_t now, F&& fire_one) {
+  // Calls fire(when, token) for each timer due at `now` for which live(when, token) holds,
+  // removing every due one first (dead ones silently: most are timers of answered ops); timers
+  // armed by the callback are never due at the same `now` unless armed in the past (then at the
+  // next call).
+  template <class L, class F>
+  void fire(uint64_t now, L&& live, F&& fire_one) {
     if (size_ == 0) return;
     due_.clear();
     uint64_t now_tick = now >> kTickShift;
@@ -54,16 +56,11 @@ class TimerWheel {
     for (uint64_t t = first; t <= now_tick; ++t) {
       std::vector<Entry>& s = slots_[t & (kSlots - 1)];
       if (s.empty()) continue;
-      if (t < now_tick && now_tick - cursor_ < kSlots) {
-        // A tick wholly in the past: every entry is due.
-        due_.insert(due_.end(), s.begin(), s.end());
-        s.clear();
-        continue;
-      }
       size_t keep = 0;
       for (size_t i = 0; i < s.size(); ++i) {
         if (s[i].when <= now) {
-          due_.push_back(s[i]);
+          --size_;
+          if (live(s[i].when, s[i].token)) due_.push_back(s[i]);
         } else {
           s[keep++] = s[i];
         }
@@ -72,10 +69,12 @@ class TimerWheel {
     }
     cursor_ = std::max(cursor_, now_tick);
     while (!far_.empty() && far_.top().first <= now) {
-      due_.push_back(Entry{far_.top().first, seq_++, far_.top().second});
+      --size_;
+      if (live(far_.top().first, far_.top().second)) {
+        due_.push_back(Entry{far_.top().first, seq_++, far_.top().second});
+      }
       far_.pop();
     }
-    size_ -= due_.size();
     if (due_.size() > 1) {
       std::sort(due_.begin(), due_.end(), [](const Entry& a, const Entry& b) {
         return a.when != b.when ? a.when < b.when : a.seq < b.seq;

@@ -15,7 +15,8 @@ using Fired = std::vector<std::pair<uint64_t, uint64_t>>;
 
 Fired fire(TimerWheel* w, uint64_t now) {
   Fired out;
-  w->fire(now, [&](uint64_t when, uint64_t token) { out.emplace_back(when, token); });
+  w->fire(now, [](uint64_t, uint64_t) { return true; },
+          [&](uint64_t when, uint64_t token) { out.emplace_back(when, token); });
   return out;
 }
 
@@ -63,12 +64,23 @@ TEST(TimerWheel, CallbacksMayArmTimers) {
   const uint64_t t0 = 1u << 30;
   w.add(t0, 1);
   Fired got;
-  w.fire(t0, [&](uint64_t when, uint64_t token) {
+  w.fire(t0, [](uint64_t, uint64_t) { return true; }, [&](uint64_t when, uint64_t token) {
     got.emplace_back(when, token);
     w.add(when + 20000, token + 1);
   });
   EXPECT_EQ(got, (Fired{{t0, 1}}));
   EXPECT_EQ(fire(&w, t0 + 20000), (Fired{{t0 + 20000, 2}}));
+}
+
+TEST(TimerWheel, DeadTimersAreDroppedUnfired) {
+  TimerWheel w;
+  const uint64_t t0 = 1u << 30;
+  for (uint64_t k = 1; k <= 6; ++k) w.add(t0 + k, k);
+  Fired got;
+  w.fire(t0 + 10, [](uint64_t, uint64_t token) { return token % 2 == 0; },
+         [&](uint64_t when, uint64_t token) { got.emplace_back(when, token); });
+  EXPECT_EQ(got, (Fired{{t0 + 2, 2}, {t0 + 4, 4}, {t0 + 6, 6}}));
+  EXPECT_TRUE(w.empty());
 }
 
 // Against a sorted reference: random timers, random fire times, nothing lost or early.
