@@ -92,8 +92,8 @@ DeviceImpl::~DeviceImpl() {
   std::lock_guard<std::mutex> lock(mu_);
   for (EmuQp* qp : qps_) {
     if (qp == nullptr) continue;
-    std::free(qp->sq_buf);
-    std::free(qp->rq_buf);
+    free_queue(qp->sq_buf, size_t{qp->sq_entries} * qp->wqe_size);
+    free_queue(qp->rq_buf, size_t{qp->rq_entries} * EFA_IO_RX_DESC_SIZE);
     delete qp;
   }
   for (EmuAh* ah : ahs_) delete ah;
@@ -103,7 +103,7 @@ DeviceImpl::~DeviceImpl() {
     delete mr;
   }
   for (EmuCq* cq : cqs_) {
-    if (cq->own_ring) std::free(cq->ring);
+    if (cq->own_ring) free_queue(cq->ring, size_t{cq->entries} * kCqeSize);
     if (cq->efd >= 0) close(cq->efd);
     delete cq;
   }

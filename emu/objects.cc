@@ -1,6 +1,8 @@
 // Methods of the device objects; the ones that touch device state take its lock.
 #include "emu/objects.h"
 
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,11 +15,20 @@ namespace emu {
 
 using namespace ::xpufab::backend;
 
+namespace {
+
+size_t queue_len(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
+
+}  // namespace
+
 uint8_t* alloc_queue(size_t bytes) {
-  size_t len = (bytes + 4095) & ~size_t{4095};
-  void* p = std::aligned_alloc(4096, len);
-  if (p != nullptr) std::memset(p, 0, len);
-  return static_cast<uint8_t*>(p);
+  if (bytes == 0) return nullptr;
+  void* p = mmap(nullptr, queue_len(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+void free_queue(void* p, size_t bytes) {
+  if (p != nullptr) munmap(p, queue_len(bytes));
 }
 
 int EmuCq::query(CqAttr* attr) const {

@@ -24,9 +24,11 @@ class DeviceImpl;
 constexpr uint32_t kCqeSize = EFA_IO_CQE_SIZE;
 constexpr uint16_t kAhUnknown = EFA_IO_AH_UNKNOWN;  // "no AH" in RX CQEs, never handed out
 
-// Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out.
-// Freed with std::free; null when out of memory.
+// Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out,
+// and, as there, only the pages a queue touches become resident: an idle QP's deep rings cost
+// address space, not memory. Null when out of memory; free_queue takes the same size.
 uint8_t* alloc_queue(size_t bytes);
+void free_queue(void* p, size_t bytes);
 
 class EmuPd : public backend::Pd {
  public:
