@@ -194,6 +194,12 @@ class Fabric {
   // packet may refer to memory of its sender (Packet::ref) and the other end copies it
   // directly (PeerMemory). A refused copy falls back to carrying the bytes.
   virtual bool peer_memory() const { return false; }
+  // True when packets handed to send() for `dst` still wait, unread, in front of a live
+  // receiver: the receiver is behind (a starved process), not unresponsive.
+  virtual bool peer_backlogged(const Gid& dst) {
+    (void)dst;
+    return false;
+  }
   // Copies `len` bytes at `addr` in the process `from` into `local` (PeerMemory::read). 0, or
   // -errno: -EPERM/-ESRCH (the kernel refused, or the process is not the one `from` names),
   // -EFAULT (not mapped there), -EOPNOTSUPP (this fabric does not do it).

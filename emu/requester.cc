@@ -280,6 +280,14 @@ void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
         }
         break;
       }
+      // A peer that has not even read what was sent to it is starved of CPU (many processes on
+      // few cores), not unresponsive: wait for it, without adding copies to its backlog, up to
+      // kStarvedSilences silence limits.
+      if (now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences && fabric_->peer_backlogged(op.dst)) {
+        op.deadline_ns = now + op.rto_ns;
+        arm_timer(token, op.deadline_ns);
+        break;
+      }
       [[fallthrough]];
     case OpState::kUnreachable: {
       uint8_t status = responded_peers_.count(op.dst) ? EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE

@@ -578,6 +578,15 @@ int ShmFabric::copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t
   return PeerMemory::read(from, addr, local, len);
 }
 
+bool ShmFabric::peer_backlogged(const Gid& dst) {
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
+  Mailbox* mb = it->second->mb;
+  return mb->closed.load(std::memory_order_acquire) == 0 &&
+         mb->head.load(std::memory_order_acquire) != mb->tail.load(std::memory_order_acquire);
+}
+
 ShmFabricStats ShmFabric::stats() const {
   ShmFabricStats s;
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,

@@ -82,6 +82,8 @@ class ShmFabric : public Fabric {
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
+  // The destination's mailbox holds bytes its owner has not read yet.
+  bool peer_backlogged(const Gid& dst) override;
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;
