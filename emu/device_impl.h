@@ -54,7 +54,7 @@ namespace emu {
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
-constexpr uint64_t kStarvedSilences = 16;  // how much longer a peer behind on its backlog is waited for
+constexpr uint64_t kStarvedSilences = 16;  // how much longer a stalled peer is waited for
 
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -117,13 +117,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 2];
+    std::atomic<uint64_t> v[22 + 6 + 3];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
-    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused
+    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.

@@ -194,10 +194,12 @@ class Fabric {
   // packet may refer to memory of its sender (Packet::ref) and the other end copies it
   // directly (PeerMemory). A refused copy falls back to carrying the bytes.
   virtual bool peer_memory() const { return false; }
-  // True when packets handed to send() for `dst` still wait, unread, in front of a live
-  // receiver: the receiver is behind (a starved process), not unresponsive.
-  virtual bool peer_backlogged(const Gid& dst) {
+  // True when the live receiver behind `dst` has not run an engine pass (poll_rx) since
+  // `since_ns` (steady clock): it is starved of CPU (many processes on few cores), not
+  // unresponsive, and has not had a chance to answer what was sent to it.
+  virtual bool peer_stalled(const Gid& dst, uint64_t since_ns) {
     (void)dst;
+    (void)since_ns;
     return false;
   }
   // Copies `len` bytes at `addr` in the process `from` into `local` (PeerMemory::read). 0, or

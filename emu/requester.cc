@@ -280,10 +280,13 @@ void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
         }
         break;
       }
-      // A peer that has not even read what was sent to it is starved of CPU (many processes on
-      // few cores), not unresponsive: wait for it, without adding copies to its backlog, up to
-      // kStarvedSilences silence limits.
-      if (now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences && fabric_->peer_backlogged(op.dst)) {
+      // A peer whose engine has not run since the last transmission is starved of CPU (many
+      // processes on few cores), not unresponsive: wait for it, without adding copies to its
+      // backlog, up to kStarvedSilences silence limits.
+      // (A device on its own step clock has no time to compare with the peer's.)
+      if (opt_.step_clock_ns == 0 && now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences &&
+          fabric_->peer_stalled(op.dst, op.sent_ns)) {
+        bump(kStalledWaits);
         op.deadline_ns = now + op.rto_ns;
         arm_timer(token, op.deadline_ns);
         break;

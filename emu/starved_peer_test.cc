@@ -1,5 +1,6 @@
-// A peer that has not read its mailbox (a process starved of CPU) is waited for beyond the
-// silence limit, up to kStarvedSilences of them, rather than reported unresponsive.
+// A peer whose engine has not run since a request was sent (a process starved of CPU) is waited
+// for beyond the silence limit, up to kStarvedSilences of them, rather than reported
+// unresponsive; one whose engine runs but never answers fails at the usual limit.
 #include <unistd.h>
 
 #include <chrono>
@@ -22,9 +23,6 @@ class StarvedPeer : public ::testing::Test {
     o.base_dir = t != nullptr ? t : "/tmp";
     o.key = "starved" + std::to_string(getpid()) + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_EQ(net::ShmFabric::create(o, &fa_), 0);
-    // B's receive thread stays parked for seconds after B's engine polled once: what is sent
-    // to B then waits in its mailbox, as in a process that does not get the CPU.
-    o.park_us = 30 * 1000 * 1000;
     ASSERT_EQ(net::ShmFabric::create(o, &fb_), 0);
     DeviceOptions oa = inline_options(fa_), ob = inline_options(fb_);
     a.open(oa);  // silence limit: 2 ms x (3 + 1)
@@ -65,8 +63,8 @@ class StarvedPeer : public ::testing::Test {
 TEST_F(StarvedPeer, IsWaitedForAndAnswersLate) {
   post_write();
   efa_io_rx_cdesc_ex c;
-  EXPECT_FALSE(step_a(40, &c));  // five silence limits: B has not read its mailbox
-  EXPECT_TRUE(fa_->peer_backlogged(b.dev->gid()));  // what A sent is still unread
+  EXPECT_FALSE(step_a(40, &c));  // five silence limits: B's engine has not run
+  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
   ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(b.at(8192)[4095], 0x5a);
@@ -77,7 +75,32 @@ TEST_F(StarvedPeer, IsGivenUpOnAfterTheLongerLimit) {
   efa_io_rx_cdesc_ex c;
   ASSERT_TRUE(step_a(2000, &c));
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);  // never answered
-  EXPECT_GE(a.dev->stats().timeouts, 1u);
+  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
+  EXPECT_EQ(a.dev->stats().timeouts, 1u);
+}
+
+// B's engine runs but its responder drops every request: that is unresponsive, not starved.
+TEST_F(StarvedPeer, ARunningPeerThatNeverAnswersFailsAtTheUsualLimit) {
+  b.dev.reset();
+  DeviceOptions ob = inline_options(fb_);
+  ob.fault_plan = "drop=100%";
+  b.open(ob);
+  b.make_qp();
+  bring_up(b.qp, b.qkey);
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  bool got = false;
+  auto t0 = std::chrono::steady_clock::now();
+  while (!got && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+    got = a.cqr.poll(&c);
+    a.dev->step(64);
+    b.dev->step(64);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);
+  EXPECT_EQ(a.dev->stats().stalled_waits, 0u);  // failed at the silence limit itself
 }
 
 }  // namespace

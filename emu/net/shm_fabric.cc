@@ -29,7 +29,7 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-constexpr uint32_t kVersion = 3;  // 2: the closed mark; 3: the 104-byte packet header
+constexpr uint32_t kVersion = 4;  // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -89,6 +89,9 @@ struct ShmFabric::Mailbox {
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
+  // Steady-clock time of the owner's last poll_rx (its engine's last pass), for senders that
+  // wonder whether a silent owner is starved (peer_stalled).
+  alignas(64) std::atomic<uint64_t> polled_ns;
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= kRingOffset, "mailbox header fits its page");
 
@@ -239,6 +242,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->wake_seq.store(0);
   mb->sleeping.store(0);
   mb->closed.store(0);
+  mb->polled_ns.store(now_ns());
   mb->ready.store(1, std::memory_order_release);
 
   Local* lp = l.get();
@@ -343,8 +347,10 @@ int ShmFabric::poll_rx(const Gid& gid, int budget) {
     auto it = locals_.find(gid);
     if (it == locals_.end()) return 0;
     lp = it->second.get();
-    lp->last_poll_ns.store(now_ns(), std::memory_order_relaxed);
+    const uint64_t now = now_ns();
+    lp->last_poll_ns.store(now, std::memory_order_relaxed);
     Mailbox* box = lp->mb;
+    box->polled_ns.store(now, std::memory_order_relaxed);
     if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
     // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
     if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
@@ -578,13 +584,13 @@ int ShmFabric::copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t
   return PeerMemory::read(from, addr, local, len);
 }
 
-bool ShmFabric::peer_backlogged(const Gid& dst) {
+bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
   std::shared_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);
   if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
   Mailbox* mb = it->second->mb;
   return mb->closed.load(std::memory_order_acquire) == 0 &&
-         mb->head.load(std::memory_order_acquire) != mb->tail.load(std::memory_order_acquire);
+         mb->polled_ns.load(std::memory_order_relaxed) < since_ns;
 }
 
 ShmFabricStats ShmFabric::stats() const {

@@ -82,8 +82,8 @@ class ShmFabric : public Fabric {
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
-  // The destination's mailbox holds bytes its owner has not read yet.
-  bool peer_backlogged(const Gid& dst) override;
+  // From the time the destination's owner last called poll_rx, kept in its mailbox.
+  bool peer_stalled(const Gid& dst, uint64_t since_ns) override;
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;
