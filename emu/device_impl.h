@@ -54,7 +54,7 @@ namespace emu {
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
-constexpr uint64_t kStarvedSilences = 16;  // how much longer a stalled peer is waited for
+constexpr uint64_t kStarvedSilences = 16;  // how much longer a busy or stalled peer is waited for
 
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -194,9 +194,9 @@ class Fabric {
   // packet may refer to memory of its sender (Packet::ref) and the other end copies it
   // directly (PeerMemory). A refused copy falls back to carrying the bytes.
   virtual bool peer_memory() const { return false; }
-  // True when the live receiver behind `dst` has not run an engine pass (poll_rx) since
-  // `since_ns` (steady clock): it is starved of CPU (many processes on few cores), not
-  // unresponsive, and has not had a chance to answer what was sent to it.
+  // True when the live receiver behind `dst` has not yet taken in everything sent to it, or
+  // has not run an engine pass (poll_rx) since `since_ns` (steady clock): it is behind (many
+  // processes on few cores), not unresponsive, and has not had a chance to answer.
   virtual bool peer_stalled(const Gid& dst, uint64_t since_ns) {
     (void)dst;
     (void)since_ns;

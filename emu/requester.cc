@@ -280,11 +280,11 @@ void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
         }
         break;
       }
-      // A peer whose engine has not run since the last transmission is starved of CPU (many
-      // processes on few cores), not unresponsive: wait for it, without adding copies to its
-      // backlog, up to kStarvedSilences silence limits.
-      // (A device on its own step clock has no time to compare with the peer's.)
-      if (opt_.step_clock_ns == 0 && now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences &&
+      // A peer that has not yet taken in what was sent to it, or whose engine has not run
+      // since, is behind (many processes on few cores), not unresponsive. Wait for it, without
+      // adding copies to its backlog, up to kStarvedSilences silence limits. (A device on its
+      // own step clock has no time to compare with the peer's.)
+      if (now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences && opt_.step_clock_ns == 0 &&
           fabric_->peer_stalled(op.dst, op.sent_ns)) {
         bump(kStalledWaits);
         op.deadline_ns = now + op.rto_ns;

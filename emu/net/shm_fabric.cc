@@ -117,6 +117,7 @@ struct ShmFabric::Peer {
   ino_t ino = 0;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
+  std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
   ~Peer() {
     if (mb != nullptr) munmap(mb, map_len);
     if (fd >= 0) close(fd);
@@ -565,6 +566,9 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
     pthread_mutex_unlock(&mb->lock);
+    uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
+    while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
+    }
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
@@ -589,7 +593,8 @@ bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
   auto it = peers_.find(dst);
   if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
   Mailbox* mb = it->second->mb;
-  return mb->closed.load(std::memory_order_acquire) == 0 &&
+  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
+  return mb->head.load(std::memory_order_acquire) < it->second->sent_end.load(std::memory_order_relaxed) ||
          mb->polled_ns.load(std::memory_order_relaxed) < since_ns;
 }
 

@@ -82,7 +82,8 @@ class ShmFabric : public Fabric {
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
-  // From the time the destination's owner last called poll_rx, kept in its mailbox.
+  // From the destination's mailbox: its read position against the end of what this fabric
+  // wrote there last, and the time its owner last called poll_rx.
   bool peer_stalled(const Gid& dst, uint64_t since_ns) override;
 
   const std::string& dir() const { return dir_; }
