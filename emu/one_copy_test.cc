@@ -110,7 +110,10 @@ TEST_F(OneCopy, RefusedCopiesFallBackToTheWireOnce) {
   fill(a.at(0), kLen, 5);
   ASSERT_EQ(rdma(EFA_IO_RDMA_WRITE, 0, 4096), EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(std::memcmp(a.at(0), b.at(4096), kLen), 0);
-  EXPECT_EQ(b.dev->stats().one_copy_refused, 1u);
+  // Once, or once per transmission of the request that reached B before the refusal came back.
+  const uint64_t refused = b.dev->stats().one_copy_refused;
+  EXPECT_GE(refused, 1u);
+  EXPECT_LE(refused, 1 + a.dev->stats().retransmits);
   EXPECT_GE(wire_bytes(), uint64_t{kLen});
   // The path remembers: the next transfers go by value at once, no refusal in between.
   fill(a.at(0), kLen, 9);
@@ -119,7 +122,7 @@ TEST_F(OneCopy, RefusedCopiesFallBackToTheWireOnce) {
   fill(b.at(8192), kLen, 13);
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192), EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), kLen), 0);
-  EXPECT_EQ(a.dev->stats().one_copy_refused + b.dev->stats().one_copy_refused, 1u);
+  EXPECT_EQ(a.dev->stats().one_copy_refused + b.dev->stats().one_copy_refused, refused);
   EXPECT_EQ(a.dev->stats().one_copy_bytes + b.dev->stats().one_copy_bytes, 0u);
 }
 
@@ -128,7 +131,8 @@ TEST_F(OneCopy, RefusedReadIsAskedAgainByValue) {
   fill(b.at(8192), kLen, 17);
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192), EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), kLen), 0);
-  EXPECT_EQ(a.dev->stats().one_copy_refused, 1u);
+  EXPECT_GE(a.dev->stats().one_copy_refused, 1u);
+  EXPECT_LE(a.dev->stats().one_copy_refused, 1 + a.dev->stats().retransmits);
 }
 
 // The write with immediate whose copy was refused takes its receive WQE once: when the copy
