@@ -147,7 +147,7 @@ int DeviceImpl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
     }
   }
   if (rc != 0) {
-    if (cq->own_ring) std::free(cq->ring);
+    if (cq->own_ring) free_queue(cq->ring, size_t{cq->entries} * kCqeSize);
     delete cq;
     return rc;
   }
@@ -167,7 +167,7 @@ int DeviceImpl::destroy_cq(Cq* c) {
   live_.erase(c);
   cq_delayed_.erase(std::remove(cq_delayed_.begin(), cq_delayed_.end(), cq), cq_delayed_.end());
   db_.free(cq->db_index);
-  if (cq->own_ring) std::free(cq->ring);
+  if (cq->own_ring) free_queue(cq->ring, size_t{cq->entries} * kCqeSize);
   if (cq->efd >= 0) close(cq->efd);
   delete cq;
   return 0;
@@ -241,8 +241,8 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
     if (rc != 0) db_.free(qp->sq_db_index);
   }
   if (rc != 0) {
-    std::free(qp->sq_buf);
-    std::free(qp->rq_buf);
+    free_queue(qp->sq_buf, size_t{qp->sq_entries} * qp->wqe_size);
+    free_queue(qp->rq_buf, size_t{qp->rq_entries} * EFA_IO_RX_DESC_SIZE);
     delete qp;
     return rc;
   }
@@ -275,8 +275,8 @@ int DeviceImpl::destroy_qp(Qp* q) {
     qp->pd->refs--;
     qp->send_cq->refs--;
     qp->recv_cq->refs--;
-    std::free(qp->sq_buf);
-    std::free(qp->rq_buf);
+    free_queue(qp->sq_buf, size_t{qp->sq_entries} * qp->wqe_size);
+    free_queue(qp->rq_buf, size_t{qp->rq_entries} * EFA_IO_RX_DESC_SIZE);
     delete qp;
   }
   return 0;

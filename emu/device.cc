@@ -52,6 +52,8 @@ DeviceImpl::DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shar
   uint64_t mix = (now_ns() ^ reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
   epoch_ = static_cast<uint32_t>(mix >> 32);
   borrow_payloads_ = fabric_->copies_on_send();
+  one_copy_ = opt_.one_copy && fabric_->peer_memory();
+  if (one_copy_) self_ref_ = PeerMemory::self();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }
 
@@ -90,8 +92,8 @@ DeviceImpl::~DeviceImpl() {
   std::lock_guard<std::mutex> lock(mu_);
   for (EmuQp* qp : qps_) {
     if (qp == nullptr) continue;
-    std::free(qp->sq_buf);
-    std::free(qp->rq_buf);
+    free_queue(qp->sq_buf, size_t{qp->sq_entries} * qp->wqe_size);
+    free_queue(qp->rq_buf, size_t{qp->rq_entries} * EFA_IO_RX_DESC_SIZE);
     delete qp;
   }
   for (EmuAh* ah : ahs_) delete ah;
@@ -101,7 +103,7 @@ DeviceImpl::~DeviceImpl() {
     delete mr;
   }
   for (EmuCq* cq : cqs_) {
-    if (cq->own_ring) std::free(cq->ring);
+    if (cq->own_ring) free_queue(cq->ring, size_t{cq->entries} * kCqeSize);
     if (cq->efd >= 0) close(cq->efd);
     delete cq;
   }

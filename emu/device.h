@@ -77,6 +77,8 @@ struct Diagnostic {
 
 // Everything a device is made of. create_device reads no environment: options_env.h fills
 // these from FI_EFA_EMU_* for the emu backend and for tests that want the same defaults.
+constexpr uint32_t kOneCopyMin = 16384;
+
 struct DeviceOptions {
   std::string name;                  // default "efa_emu<N>"
   const Profile* profile = nullptr;  // default: the newest generation
@@ -90,6 +92,12 @@ struct DeviceOptions {
   bool reorder = true;               // deliver packets of one batch in a seeded random order
   uint32_t max_qp = 2048;
   uint32_t max_cq = 2048;
+  // RDMA payloads of at least kOneCopyMin bytes travel by reference where the fabric lets a
+  // device reach its peers' memory (Fabric::peer_memory): the responder copies a WRITE's bytes
+  // out of the requester's memory once it checked the key, and the requester copies a READ's
+  // bytes out of the responder's, instead of both passing through the wire. A refused copy
+  // (the kernel's ptrace rules) sends the bytes over the wire to that peer from then on.
+  bool one_copy = true;
   uint32_t rnr_delay_us = 20;        // wait before an RNR retry
   uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
   // An operation whose peer stays silent for response_timeout_us x (max_retransmits + 1), and
@@ -100,6 +108,9 @@ struct DeviceOptions {
   // retransmit). The floor is min_rto_us where this device expects loss (a fault plan, a lossy
   // fabric) and at least initial_rto_us elsewhere, so that a peer that is only slow to be
   // scheduled is rarely sent a request twice. Responders answer a repeat without running it.
+  // A peer that has not yet taken in what was sent to it, or whose engine has not run since the
+  // last transmission (Fabric::peer_stalled: a process starved of CPU or behind on a backlog),
+  // is waited for up to 16 times that long before the operation fails.
   uint32_t response_timeout_us = 200000;
   uint32_t max_retransmits = 3;
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
@@ -137,6 +148,11 @@ struct Stats {
   // (reordered) or delayed, CQEs delayed, doorbell stalls, operations timed out.
   uint64_t corrupt_dropped, duplicates, reordered, delayed_packets, delayed_cqes, stalls, timeouts;
   uint64_t diag[6];  // indexed by DiagKind
+  // One-copy transfers: payload bytes copied straight between memories, and copies refused
+  // (each falls back to the wire).
+  uint64_t one_copy_bytes, one_copy_refused;
+  // Timeouts that found the peer's engine stalled (a starved process) and kept waiting.
+  uint64_t stalled_waits;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

@@ -46,6 +46,7 @@
 #include "emu/fault.h"
 #include "emu/objects.h"
 #include "emu/profile.h"
+#include "emu/timer_wheel.h"
 #include "emu/trace/trace.h"
 
 namespace xpufab {
@@ -53,6 +54,7 @@ namespace emu {
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
+constexpr uint64_t kStarvedSilences = 16;  // how much longer a busy or stalled peer is waited for
 
 inline uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -115,12 +117,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6];
+    std::atomic<uint64_t> v[22 + 6 + 3];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
-    kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0
+    kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
+    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -172,9 +175,12 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void sample_rtt(PeerPath* path, uint64_t r);
   void rto_expired(TxOp* op, uint64_t token);
   void retransmit(TxOp* op, uint64_t token);
-  // Timers go to the heap; fifo (timers that share one duration, so that they expire in arming
-  // order) to a FIFO.
-  void arm_timer(uint64_t token, uint64_t when, bool fifo);
+  // The path to a peer, created on first use; an AH caches it.
+  PeerPath* path_to(const Gid& gid);
+  // One-copy fallback: the peer could not copy (copy_refused); send the bytes on the wire.
+  void resend_by_value(TxOp* op, uint64_t token);
+  void fire_timer(uint64_t when, uint64_t token);
+  void arm_timer(uint64_t token, uint64_t when) { timers_.add(when, token); }
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
   void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
@@ -253,18 +259,17 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void erase_op(uint64_t token) {
     uint32_t idx = static_cast<uint32_t>(token);
     OpSlot& s = op_slots_[idx];
-    if (s.op.path != nullptr && s.op.tx_seq != 0) s.op.path->in_flight.erase(s.op.tx_seq);
     s.used = false;
-    s.op = TxOp();
+    // The next start_op assigns the whole op; only the bytes are given back now.
+    s.op.pkt.payload = Payload();
     op_free_.push_back(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }
-  using Timer = std::pair<uint64_t, uint64_t>;  // (when, token)
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
-  std::deque<Timer> response_timers_;
+  TimerWheel timers_;  // (when, token) of ops; stale ones are skipped when they fire
   std::set<Gid> responded_peers_;
   std::map<Gid, PeerPath> paths_;  // peers requests went to
   uint64_t tx_seq_ = 0;
+  std::vector<uint64_t> lost_;  // on_answer's scratch
   uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
   uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive
   // This device's incarnation (Packet::src_epoch), different for every device.
@@ -274,16 +279,27 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // This device expects loss (a lossy fabric or a fault plan): the RTO floor is min_rto_us.
   bool may_lose_ = true;
   bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
-  // At-most-once: executed (peer, its epoch ^ token) -> status, bounded FIFO.
+  bool one_copy_ = false;         // DeviceOptions::one_copy on a fabric with peer memory
+  PeerRef self_ref_;              // this process, for Packet::ref
+  // At-most-once, per requester incarnation (GID, epoch): the answers to its last kWindow
+  // requests, direct-mapped by their dense sequence number (Packet::seq): seq << 8 | status,
+  // 0 for none. A request older than the window runs again, as it did when a global FIFO of
+  // 4,096 answers forgot it.
+  struct Executed {
+    static constexpr uint32_t kWindow = 4096;
+    std::vector<uint64_t> slot = std::vector<uint64_t>(kWindow, 0);
+  };
   struct KeyHash {
-    size_t operator()(const std::pair<Gid, uint64_t>& k) const {
+    size_t operator()(const std::pair<Gid, uint32_t>& k) const {
       uint64_t h = k.second * 0x9e3779b97f4a7c15ull;
       for (uint8_t b : k.first) h = (h ^ b) * 0x100000001b3ull;
       return static_cast<size_t>(h);
     }
   };
-  std::unordered_map<std::pair<Gid, uint64_t>, uint8_t, KeyHash> executed_;
-  std::deque<std::pair<Gid, uint64_t>> executed_order_;
+  Executed* executed_for(const Gid& gid, uint32_t epoch);
+  std::unordered_map<std::pair<Gid, uint32_t>, std::unique_ptr<Executed>, KeyHash> executed_;
+  Executed* last_executed_ = nullptr;  // the last one looked up (one lookup per peer burst)
+  std::pair<Gid, uint32_t> last_executed_key_{};
   uint64_t rng_;
 
   // Inbox.

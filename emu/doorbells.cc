@@ -14,7 +14,7 @@ namespace emu {
 
 using namespace ::xpufab::backend;
 
-DoorbellPage::~DoorbellPage() { std::free(words_); }
+DoorbellPage::~DoorbellPage() { free_queue(words_, size_t{capacity_} * sizeof(uint32_t)); }
 
 int DoorbellPage::init(uint32_t capacity) {
   capacity_ = capacity;

@@ -178,6 +178,13 @@ void BM_Send64Rate(benchmark::State& state) { rate(state, EFA_DP_OP_SEND); }
 void BM_Write64Rate(benchmark::State& state) { rate(state, EFA_DP_OP_RDMA_WRITE); }
 BENCHMARK(BM_Send64Rate)->Arg(0)->Arg(1000);
 BENCHMARK(BM_Write64Rate)->Arg(0)->Arg(1000);
+// Fixed work for instruction counts, which a loaded machine does not disturb: run each under
+// valgrind --tool=callgrind with --benchmark_filter='Count/0/iterations:100$' and ':300$'; the
+// difference of the totals over 200 x 256 is the cost of one WQE, setup and start-up excluded.
+BENCHMARK(BM_Send64Rate)->Name("BM_Send64Count")->Arg(0)->Iterations(100);
+BENCHMARK(BM_Send64Rate)->Name("BM_Send64Count")->Arg(0)->Iterations(300);
+BENCHMARK(BM_Write64Rate)->Name("BM_Write64Count")->Arg(0)->Iterations(100);
+BENCHMARK(BM_Write64Rate)->Name("BM_Write64Count")->Arg(0)->Iterations(300);
 
 // Post one 64 B RDMA write and wait for its CQE. Arg 0: idle QPs on the requester. Arg 1:
 // 0 = the polling thread drives both engines (inline mode); 1 = engine threads do all the work

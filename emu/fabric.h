@@ -110,6 +110,15 @@ class Payload {
   uint8_t small_[kInline];
 };
 
+// A process whose memory a packet refers to: its PID, and where and what its identity word is
+// (PeerMemory checks it before trusting the PID, so that a PID reused or seen from another PID
+// namespace is never read from).
+struct PeerRef {
+  uint32_t pid = 0;  // 0: none
+  uint64_t id_addr = 0;
+  uint64_t id = 0;
+};
+
 struct Packet {
   PacketType type = PacketType::kRequest;
   uint8_t op = 0;           // efa_io_send_op_type
@@ -133,6 +142,19 @@ struct Packet {
   uint64_t remote_addr = 0; // RDMA
   uint32_t rkey = 0;
   uint32_t length = 0;      // RDMA: total bytes; SEND: payload bytes
+  // Requests that may repeat: the request's number on its path (one per new request from a
+  // device to a peer, dense, kept by retransmissions), which the responder's at-most-once
+  // window is indexed by.
+  uint32_t seq = 0;
+  // One-copy transfers (PeerMemory): instead of a payload, bytes that stay in process
+  // ref.pid at ref_addr. An RDMA WRITE request carries its source this way; an RDMA READ
+  // request with ref.pid set offers to fetch the data itself, and its answer then names where
+  // the data lies at the responder.
+  PeerRef ref;
+  uint64_t ref_addr = 0;
+  // Response: the responder could not reach the requester's memory (or does not do one-copy);
+  // the request is to be sent again with its bytes.
+  bool copy_refused = false;
   Payload payload;
 };
 
@@ -168,6 +190,33 @@ class Fabric {
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }
+  // True when the processes behind this fabric's GIDs share a host and a user, so that a
+  // packet may refer to memory of its sender (Packet::ref) and the other end copies it
+  // directly (PeerMemory). A refused copy falls back to carrying the bytes.
+  virtual bool peer_memory() const { return false; }
+  // True when the live receiver behind `dst` has not yet taken in everything sent to it, or
+  // has not run an engine pass (poll_rx) since `since_ns` (steady clock): it is behind (many
+  // processes on few cores), not unresponsive, and has not had a chance to answer.
+  virtual bool peer_stalled(const Gid& dst, uint64_t since_ns) {
+    (void)dst;
+    (void)since_ns;
+    return false;
+  }
+  // Copies `len` bytes at `addr` in the process `from` into `local` (PeerMemory::read). 0, or
+  // -errno: -EPERM/-ESRCH (the kernel refused, or the process is not the one `from` names),
+  // -EFAULT (not mapped there), -EOPNOTSUPP (this fabric does not do it).
+  virtual int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len);
+};
+
+// Cross-process memory copies between processes of one user (process_vm_readv), and this
+// process's own identity for Packet::ref. Thread-safe.
+class PeerMemory {
+ public:
+  // This process: its PID and identity word (fresh after fork()).
+  static PeerRef self();
+  // Reads `len` bytes at `addr` of the process `from` into `local`, after checking (once per
+  // process) that `from.pid` is the process whose identity `from` carries. 0 or -errno.
+  static int read(const PeerRef& from, uint64_t addr, void* local, size_t len);
 };
 
 // Devices in one process. Delivery is a call into the destination's sink. The GID table is an
@@ -186,12 +235,28 @@ class InProcFabric : public Fabric {
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
   bool lossless() const override { return true; }
+  // Every device is in this process; its copies are checked ones (a buffer freed under a late
+  // request faults the copy, not the process).
+  bool peer_memory() const override { return true; }
 
   // The process-wide fabric emulated devices opened through the backend registry share.
   static std::shared_ptr<InProcFabric> process_fabric();
 
  private:
-  using Table = std::map<Gid, PacketSink*>;
+  // Ordered by the GID's two 64-bit halves: one or two integer compares per level instead of a
+  // byte-wise compare (the order itself does not matter).
+  struct GidLess {
+    bool operator()(const Gid& a, const Gid& b) const {
+      uint64_t a0, a1, b0, b1;
+      std::memcpy(&a0, a.data(), 8);
+      std::memcpy(&b0, b.data(), 8);
+      if (a0 != b0) return a0 < b0;
+      std::memcpy(&a1, a.data() + 8, 8);
+      std::memcpy(&b1, b.data() + 8, 8);
+      return a1 < b1;
+    }
+  };
+  using Table = std::map<Gid, PacketSink*, GidLess>;
   static constexpr int kStripes = 64;
   struct alignas(64) Stripe {
     std::atomic<uint32_t> in_flight{0};

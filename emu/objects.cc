@@ -1,6 +1,10 @@
 // Methods of the device objects; the ones that touch device state take its lock.
 #include "emu/objects.h"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,11 +17,23 @@ namespace emu {
 
 using namespace ::xpufab::backend;
 
+namespace {
+
+size_t queue_len(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
+
+}  // namespace
+
+// Straight to the kernel: under the uverbs shim (emu/uverbs) mmap and munmap are interposed,
+// and it creates queues while holding the lock its interposed calls take.
 uint8_t* alloc_queue(size_t bytes) {
-  size_t len = (bytes + 4095) & ~size_t{4095};
-  void* p = std::aligned_alloc(4096, len);
-  if (p != nullptr) std::memset(p, 0, len);
-  return static_cast<uint8_t*>(p);
+  if (bytes == 0) return nullptr;
+  long p = syscall(SYS_mmap, nullptr, queue_len(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  return p == -1 ? nullptr : reinterpret_cast<uint8_t*>(p);  // syscall(): -1 and errno
+}
+
+void free_queue(void* p, size_t bytes) {
+  if (p != nullptr) syscall(SYS_munmap, p, queue_len(bytes));
 }
 
 int EmuCq::query(CqAttr* attr) const {

@@ -24,9 +24,11 @@ class DeviceImpl;
 constexpr uint32_t kCqeSize = EFA_IO_CQE_SIZE;
 constexpr uint16_t kAhUnknown = EFA_IO_AH_UNKNOWN;  // "no AH" in RX CQEs, never handed out
 
-// Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out.
-// Freed with std::free; null when out of memory.
+// Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out,
+// and, as there, only the pages a queue touches become resident: an idle QP's deep rings cost
+// address space, not memory. Null when out of memory; free_queue takes the same size.
 uint8_t* alloc_queue(size_t bytes);
+void free_queue(void* p, size_t bytes);
 
 class EmuPd : public backend::Pd {
  public:
@@ -52,12 +54,15 @@ class EmuMr : public backend::Mr {
   size_t map_len = 0;
 };
 
+struct PeerPath;
+
 class EmuAh : public backend::Ah {
  public:
   uint16_t ahn() const override { return ahn_; }
   EmuPd* pd = nullptr;
   uint16_t ahn_ = 0;
   Gid gid{};
+  PeerPath* path = nullptr;  // the device's path to gid, found on first use (paths live as long)
 };
 
 class EmuCntr : public backend::CompCntr {
@@ -112,7 +117,12 @@ struct PeerPath {
   uint64_t rttvar_ns = 0;
   uint64_t rto_ns = 0;
   uint64_t rtt_high_ns = 0;  // the slowest recent answer (decays by 1/256 per sample)
-  std::map<uint64_t, uint64_t> in_flight;  // transmission sequence -> token
+  // Transmissions in the order they left: (transmission sequence, token). An entry is live
+  // while its op's tx_seq still names it; answered and resent ones stay until they reach the
+  // front (no allocation per packet, unlike a map keyed by sequence).
+  std::deque<std::pair<uint64_t, uint64_t>> in_flight;
+  uint32_t next_seq = 0;       // Packet::seq of the last new request to this peer
+  bool copy_refused = false;   // a one-copy transfer with this peer failed: use the wire
   // Requests completed lately and when their transmissions left: an answer that comes after
   // the op completed (to a transmission that was only delayed) still times the path, so that
   // delays are learnt rather than hidden by the retransmissions they cause.
@@ -148,6 +158,7 @@ struct TxOp {
   uint64_t tx_seq = 0;           // key of the last transmission in path->in_flight
   uint32_t later_answered = 0;   // answers to requests sent after this one's last transmission
   uint32_t unanswered = 0;       // retransmissions since the peer last answered this op
+  const uint8_t* write_src = nullptr;  // RDMA WRITE: the source, to resend the bytes over the wire
 };
 
 class EmuQp : public backend::Qp {

@@ -92,6 +92,7 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
   t.op = r.op;
   t.comp_req = r.comp_req;
   t.dst = ah->gid;
+  if (!qp->ud) t.path = ah->path != nullptr ? ah->path : (ah->path = path_to(ah->gid));
   Packet& p = t.pkt;
   p.type = PacketType::kRequest;
   p.op = r.op;
@@ -138,9 +139,17 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       if (lm.lkey_reserved || !check_key(qp->pd, lm.lkey, lm.addr, lm.length, need, &host)) {
         return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
       }
+      const bool by_ref = one_copy_ && lm.length >= kOneCopyMin && !t.path->copy_refused;
       if (r.op == EFA_IO_RDMA_READ) {
         t.read_dst = host;
+        if (by_ref) p.ref = self_ref_;  // offer to copy the data out of the responder
+      } else if (by_ref) {
+        // The responder copies the bytes out of this memory once it checked its key.
+        t.write_src = host;
+        p.ref = self_ref_;
+        p.ref_addr = reinterpret_cast<uint64_t>(host);
       } else {
+        t.write_src = host;
         if (borrow_payloads_ && lm.length > Payload::kInline) {
           // The fabric copies at each send, and the buffer stays unchanged until the op
           // completes: read the MR directly, for retransmissions too (as a NIC re-reads host
@@ -171,20 +180,19 @@ void DeviceImpl::start_op(TxOp&& op) {
   uint64_t token = token_of(idx);
   op.pkt.token = token;
   op.qp->outstanding++;
-  PeerPath& path = paths_[op.dst];
-  if (path.rto_ns == 0) path.rto_ns = initial_rto_ns_;
-  op.path = &path;
+  if (op.path == nullptr) op.path = path_to(op.dst);
+  PeerPath& path = *op.path;
+  if (++path.next_seq == 0) path.next_seq = 1;  // 0 is "no request" in the responder's window
+  op.pkt.seq = path.next_seq;
   op.silent_since_ns = step_now_;
   slot.op = std::move(op);
   send_packet(&slot.op, token);
 }
 
-void DeviceImpl::arm_timer(uint64_t token, uint64_t when, bool fifo) {
-  if (fifo) {
-    response_timers_.emplace_back(when, token);
-  } else {
-    timers_.emplace(when, token);
-  }
+PeerPath* DeviceImpl::path_to(const Gid& gid) {
+  PeerPath& path = paths_[gid];
+  if (path.rto_ns == 0) path.rto_ns = initial_rto_ns_;
+  return &path;
 }
 
 void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
@@ -234,62 +242,83 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   if (rc == -EHOSTUNREACH) {
     op->state = OpState::kUnreachable;
     op->deadline_ns = now + uint64_t{opt_.unreach_timeout_us} * 1000;
-    arm_timer(token, op->deadline_ns, false);
+    arm_timer(token, op->deadline_ns);
   } else {
     arm_rto(op, token);
   }
 }
 
 void DeviceImpl::fire_timers() {
-  if (timers_.empty() && response_timers_.empty()) return;
-  uint64_t now = step_now_;
-  for (;;) {
-    Timer t;
-    if (!response_timers_.empty() && response_timers_.front().first <= now &&
-        (timers_.empty() || response_timers_.front().first <= timers_.top().first)) {
-      t = response_timers_.front();
-      response_timers_.pop_front();
-    } else if (!timers_.empty() && timers_.top().first <= now) {
-      t = timers_.top();
-      timers_.pop();
-    } else {
+  timers_.fire(
+      step_now_,
+      [this](uint64_t when, uint64_t token) {
+        TxOp* op = find_op(token);
+        return op != nullptr && op->deadline_ns == when;  // else stale: the op moved on
+      },
+      [this](uint64_t when, uint64_t token) { fire_timer(when, token); });
+}
+
+void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
+  const uint64_t now = step_now_;
+  TxOp* found = find_op(token);
+  if (found == nullptr || found->deadline_ns != when) return;  // an earlier timer moved it on
+  TxOp& op = *found;
+  switch (op.state) {
+    case OpState::kRnrWait:
+      bump(kRnrRetries);
+      if (trace_) tr(TraceKind::kRnrRetry, op.qp->qpn_, op.rnr_tries, op.op, 0, 0, 0, token);
+      send_packet(&op, token);
       break;
-    }
-    TxOp* found = find_op(t.second);
-    if (found == nullptr || found->deadline_ns != t.first) continue;  // stale timer
-    TxOp& op = *found;
-    switch (op.state) {
-      case OpState::kRnrWait:
-        bump(kRnrRetries);
-        if (trace_) tr(TraceKind::kRnrRetry, op.qp->qpn_, op.rnr_tries, op.op, 0, 0, 0, t.second);
-        send_packet(&op, t.second);
-        break;
-      case OpState::kAwaitResponse:
-        // Unresponsive: silent for the limit, and asked max_retransmits times meanwhile (an
-        // engine that did not run for a while has not given the peer its chances).
-        if (now - op.silent_since_ns < silence_limit_ns_ || op.unanswered < opt_.max_retransmits) {
-          if (op.later_answered >= kAnswersBeforeFastRetransmit) {
-            retransmit(&op, t.second);  // overtaken by later answers (see on_answer)
-          } else {
-            rto_expired(&op, t.second);
-          }
-          break;
+    case OpState::kAwaitResponse:
+      // Unresponsive: silent for the limit, and asked max_retransmits times meanwhile (an
+      // engine that did not run for a while has not given the peer its chances).
+      if (now - op.silent_since_ns < silence_limit_ns_ || op.unanswered < opt_.max_retransmits) {
+        if (op.later_answered >= kAnswersBeforeFastRetransmit) {
+          retransmit(&op, token);  // overtaken by later answers (see on_answer)
+        } else {
+          rto_expired(&op, token);
         }
-        [[fallthrough]];
-      case OpState::kUnreachable: {
-        uint8_t status = responded_peers_.count(op.dst) ? EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE
-                                                        : EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE;
-        EmuQp* qp = op.qp;
-        qp->outstanding--;
-        bump(kTimeouts);
-        qp->qs.timeouts++;
-        if (trace_) tr(TraceKind::kTimeout, qp->qpn_, 0, op.op, 0, status, 0, t.second);
-        complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
-        erase_op(t.second);
         break;
       }
+      // A peer that has not yet taken in what was sent to it, or whose engine has not run
+      // since, is behind (many processes on few cores), not unresponsive. Wait for it, without
+      // adding copies to its backlog, up to kStarvedSilences silence limits. (A device on its
+      // own step clock has no time to compare with the peer's.)
+      if (now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences && opt_.step_clock_ns == 0 &&
+          fabric_->peer_stalled(op.dst, op.sent_ns)) {
+        bump(kStalledWaits);
+        op.deadline_ns = now + op.rto_ns;
+        arm_timer(token, op.deadline_ns);
+        break;
+      }
+      [[fallthrough]];
+    case OpState::kUnreachable: {
+      uint8_t status = responded_peers_.count(op.dst) ? EFA_IO_COMP_STATUS_LOCAL_ERROR_UNRESP_REMOTE
+                                                      : EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE;
+      EmuQp* qp = op.qp;
+      qp->outstanding--;
+      bump(kTimeouts);
+      qp->qs.timeouts++;
+      if (trace_) tr(TraceKind::kTimeout, qp->qpn_, 0, op.op, 0, status, 0, token);
+      complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
+      erase_op(token);
+      break;
     }
   }
+}
+
+void DeviceImpl::resend_by_value(TxOp* op, uint64_t token) {
+  op->path->copy_refused = true;
+  op->pkt.ref = PeerRef();
+  op->pkt.ref_addr = 0;
+  if (op->op == EFA_IO_RDMA_WRITE && op->pkt.payload.empty() && op->pkt.length != 0) {
+    if (borrow_payloads_) {
+      op->pkt.payload.view(op->write_src, op->pkt.length);
+    } else {
+      op->pkt.payload.assign(op->write_src, op->write_src + op->pkt.length);
+    }
+  }
+  send_packet(op, token);
 }
 
 void DeviceImpl::handle_response(Packet& pkt) {
@@ -313,13 +342,26 @@ void DeviceImpl::handle_response(Packet& pkt) {
       op.rnr_tries++;
       op.state = OpState::kRnrWait;
       op.deadline_ns = step_now_ + uint64_t{opt_.rnr_delay_us} * 1000;
-      arm_timer(pkt.token, op.deadline_ns, false);
+      arm_timer(pkt.token, op.deadline_ns);
       return;
     }
   }
+  if (pkt.copy_refused || (pkt.ref.pid != 0 && op.pkt.ref.pid == 0)) {
+    // Refused: send the bytes instead. An answer by reference to a request that no longer
+    // offered one is a duplicate from before the fallback: the answer by value is on its way.
+    if (op.pkt.ref.pid != 0) resend_by_value(&op, pkt.token);
+    return;
+  }
   if (!known_status(status)) status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
   if (status == EFA_IO_COMP_STATUS_OK && op.op == EFA_IO_RDMA_READ) {
-    if (pkt.payload.size() != op.pkt.length) {
+    if (pkt.ref.pid != 0 && pkt.payload.empty()) {
+      // Answered by reference: the data is copied out of the responder's memory now.
+      if (op.pkt.length != 0 && fabric_->copy_peer(pkt.ref, pkt.ref_addr, op.read_dst, op.pkt.length) != 0) {
+        bump(kOneCopyRefused);
+        return resend_by_value(&op, pkt.token);
+      }
+      bump(kOneCopyBytes, op.pkt.length);
+    } else if (pkt.payload.size() != op.pkt.length) {
       status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
     } else if (!pkt.payload.empty()) {
       std::memcpy(op.read_dst, pkt.payload.data(), pkt.payload.size());

@@ -23,6 +23,18 @@ void DeviceImpl::deliver(Packet&& pkt) {
   if (sleeping_.load(std::memory_order_seq_cst)) kick();
 }
 
+DeviceImpl::Executed* DeviceImpl::executed_for(const Gid& gid, uint32_t epoch) {
+  if (last_executed_ != nullptr && last_executed_key_.second == epoch && last_executed_key_.first == gid) {
+    return last_executed_;
+  }
+  auto key = std::make_pair(gid, epoch);
+  std::unique_ptr<Executed>& e = executed_[key];
+  if (!e) e.reset(new Executed());
+  last_executed_ = e.get();
+  last_executed_key_ = key;
+  return last_executed_;
+}
+
 // Returns the next receive WQE of qp's RQ.
 int DeviceImpl::take_rx_wqe(EmuQp* qp, RxWqe* rx) {
   uint16_t pc = static_cast<uint16_t>(load_db(qp->rq_db));
@@ -65,16 +77,12 @@ void DeviceImpl::handle_request(Packet& pkt) {
   resp.src_qpn = pkt.dst_qpn;
   resp.dst_qpn = pkt.src_qpn;
   resp.attempt = pkt.attempt;
+  Executed* seen = nullptr;
   auto reply = [&](uint8_t status, bool remember) {
     resp.status = status;
-    if (remember && pkt.may_repeat) {
-      auto key = std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32);
-      executed_[key] = status;
-      executed_order_.push_back(key);
-      if (executed_order_.size() > 4096) {
-        executed_.erase(executed_order_.front());
-        executed_order_.pop_front();
-      }
+    if (remember && pkt.may_repeat && pkt.seq != 0) {
+      if (seen == nullptr) seen = executed_for(pkt.src, pkt.src_epoch);
+      seen->slot[pkt.seq & (Executed::kWindow - 1)] = uint64_t{pkt.seq} << 8 | status;
     }
     EmuQp* rqp = qp_by_num(pkt.dst_qpn);
     if (opt_.faults != nullptr) {
@@ -108,9 +116,10 @@ void DeviceImpl::handle_request(Packet& pkt) {
     }
   };
   // At-most-once: a retransmitted SEND/WRITE that already executed gets its first answer again.
-  if (pkt.may_repeat && pkt.op != EFA_IO_RDMA_READ) {
-    auto it = executed_.find(std::make_pair(pkt.src, pkt.token ^ uint64_t{pkt.src_epoch} << 32));
-    if (it != executed_.end()) return reply(it->second, false);
+  if (pkt.may_repeat && pkt.op != EFA_IO_RDMA_READ && pkt.seq != 0) {
+    seen = executed_for(pkt.src, pkt.src_epoch);
+    uint64_t e = seen->slot[pkt.seq & (Executed::kWindow - 1)];
+    if (e != 0 && (e >> 8) == pkt.seq) return reply(static_cast<uint8_t>(e & 0xff), false);
   }
   EmuQp* qp = qp_by_num(pkt.dst_qpn);
   if (qp == nullptr || qp->ud || qp->qkey != pkt.qkey ||
@@ -170,12 +179,27 @@ void DeviceImpl::handle_request(Packet& pkt) {
     return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_ADDRESS, false);
   }
   if (pkt.op == EFA_IO_RDMA_READ) {
-    resp.payload.assign(host, host + pkt.length);
+    if (pkt.ref.pid != 0 && one_copy_) {
+      // The requester copies the data out of this memory itself (it offered to).
+      resp.ref = self_ref_;
+      resp.ref_addr = reinterpret_cast<uint64_t>(host);
+    } else {
+      resp.payload.assign(host, host + pkt.length);
+    }
     count(qp, kCntrRemoteRdmaRead, true);
     return reply(EFA_IO_COMP_STATUS_OK, false);
   }
+  const bool by_ref = pkt.ref.pid != 0;
+  if (by_ref && (!one_copy_ || !pkt.payload.empty())) {
+    resp.copy_refused = true;  // this end does not copy: the requester sends the bytes instead
+    return reply(EFA_IO_COMP_STATUS_OK, false);
+  }
+  if (!by_ref && pkt.payload.size() != pkt.length) {
+    return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_LENGTH, true);
+  }
   bool unsolicited = (qp->flags & kQpUnsolicitedWriteRecv) != 0;
   RxWqe rx;
+  const uint16_t rq_cons = qp->rq_cons;
   if (pkt.has_imm && !unsolicited) {
     int r = take_rx_wqe(qp, &rx);
     if (r == 0) {
@@ -189,7 +213,19 @@ void DeviceImpl::handle_request(Packet& pkt) {
       return reply(EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS, true);
     }
   }
-  if (pkt.length != 0) std::memcpy(host, pkt.payload.data(), pkt.length);
+  if (by_ref) {
+    // One copy, out of the requester's memory, after the key, bounds, access and receive WQE
+    // checks above. A refused copy lands nothing and gives the receive WQE back.
+    if (pkt.length != 0 && fabric_->copy_peer(pkt.ref, pkt.ref_addr, host, pkt.length) != 0) {
+      qp->rq_cons = rq_cons;
+      bump(kOneCopyRefused);
+      resp.copy_refused = true;
+      return reply(EFA_IO_COMP_STATUS_OK, false);
+    }
+    bump(kOneCopyBytes, pkt.length);
+  } else if (pkt.length != 0) {
+    std::memcpy(host, pkt.payload.data(), pkt.length);
+  }
   count(qp, kCntrRemoteRdmaWrite, true);
   if (pkt.has_imm) {
     rx_cqe(qp, unsolicited ? 0 : rx.req_id, EFA_IO_COMP_STATUS_OK, EFA_IO_RDMA_WRITE, pkt.length, pkt,

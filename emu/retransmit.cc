@@ -13,9 +13,16 @@ namespace emu {
 
 void DeviceImpl::arm_rto(TxOp* op, uint64_t token) {
   PeerPath* path = op->path;
-  if (op->tx_seq != 0) path->in_flight.erase(op->tx_seq);
-  op->tx_seq = ++tx_seq_;
-  path->in_flight.emplace(op->tx_seq, token);
+  auto& q = path->in_flight;
+  // Dead entries leave from the front (on_answer does the same), so the queue holds about as
+  // many entries as there are requests in flight.
+  while (!q.empty()) {
+    TxOp* t = find_op(q.front().second);
+    if (t != nullptr && t->path == path && t->tx_seq == q.front().first) break;
+    q.pop_front();
+  }
+  op->tx_seq = ++tx_seq_;  // an earlier entry of this op is dead from now on
+  q.emplace_back(op->tx_seq, token);
   op->later_answered = 0;
   op->sent_ns = step_now_;
   if (op->state != OpState::kAwaitResponse || op->rto_ns == 0) {
@@ -27,7 +34,7 @@ void DeviceImpl::arm_rto(TxOp* op, uint64_t token) {
   op->deadline_ns = step_now_ + op->rto_ns;
   uint64_t limit = op->silent_since_ns + silence_limit_ns_;
   if (limit > step_now_) op->deadline_ns = std::min(op->deadline_ns, limit);
-  arm_timer(token, op->deadline_ns, false);
+  arm_timer(token, op->deadline_ns);
 }
 
 void DeviceImpl::retransmit(TxOp* op, uint64_t token) {
@@ -48,7 +55,8 @@ void DeviceImpl::rto_expired(TxOp* op, uint64_t token) {
 
 void DeviceImpl::on_answer(TxOp* op, uint8_t attempt) {
   PeerPath* path = op->path;
-  path->in_flight.erase(op->tx_seq);
+  const uint64_t answered_seq = op->tx_seq;
+  op->tx_seq = 0;  // its entry is dead
   op->silent_since_ns = step_now_;
   op->unanswered = 0;
   // The answer names the transmission it answers: one of the last four times the path (a
@@ -63,28 +71,29 @@ void DeviceImpl::on_answer(TxOp* op, uint8_t attempt) {
   // Fast retransmit: every answer selectively acknowledges one request; a request still
   // unanswered after answers to three requests sent after it, and older than the slowest recent
   // answer (so that a path that delays some packets does not look lossy), is taken for lost.
-  std::vector<uint64_t> lost;
-  for (auto it = path->in_flight.begin(); it != path->in_flight.end() && it->first < op->tx_seq;) {
-    TxOp* earlier = find_op(it->second);
-    if (earlier == nullptr || earlier->path != path || earlier->tx_seq != it->first) {
-      it = path->in_flight.erase(it);  // completed elsewhere
-      continue;
-    }
+  auto live = [&](const std::pair<uint64_t, uint64_t>& e) -> TxOp* {
+    TxOp* t = find_op(e.second);
+    return t != nullptr && t->path == path && t->tx_seq == e.first ? t : nullptr;
+  };
+  auto& q = path->in_flight;
+  while (!q.empty() && live(q.front()) == nullptr) q.pop_front();
+  lost_.clear();
+  for (size_t i = 0; i < q.size() && q[i].first < answered_seq; ++i) {
+    TxOp* earlier = live(q[i]);
+    if (earlier == nullptr) continue;  // answered or resent since
     if (earlier->state == OpState::kAwaitResponse &&
         ++earlier->later_answered >= kAnswersBeforeFastRetransmit) {
       uint64_t due = earlier->sent_ns + path->rtt_high_ns + 1;
       if (step_now_ >= due) {
-        lost.push_back(it->second);
+        lost_.push_back(q[i].second);
       } else if (due < earlier->deadline_ns) {
-        // Not old enough yet: look again when it is (fire_timers retransmits without back-off).
+        // Not old enough yet: look again when it is (fire_timer retransmits without back-off).
         earlier->deadline_ns = due;
-        arm_timer(it->second, due, false);
+        arm_timer(q[i].second, due);
       }
     }
-    ++it;
   }
-  op->tx_seq = 0;
-  for (uint64_t t : lost) retransmit(find_op(t), t);
+  for (uint64_t t : lost_) retransmit(find_op(t), t);
 }
 
 void DeviceImpl::sample_rtt(PeerPath* path, uint64_t r) {

@@ -20,6 +20,9 @@ Stats DeviceImpl::stats() const {
   static_assert(sizeof(out) / sizeof(out[0]) == kDiag0, "every counter has a field");
   for (int i = 0; i < kDiag0; ++i) *out[i] = stats_.v[i].load(std::memory_order_relaxed);
   for (int i = 0; i < 6; ++i) s.diag[i] = stats_.v[kDiag0 + i].load(std::memory_order_relaxed);
+  s.one_copy_bytes = stats_.v[kOneCopyBytes].load(std::memory_order_relaxed);
+  s.one_copy_refused = stats_.v[kOneCopyRefused].load(std::memory_order_relaxed);
+  s.stalled_waits = stats_.v[kStalledWaits].load(std::memory_order_relaxed);
   return s;
 }
 
@@ -53,7 +56,8 @@ std::string format_stats(const std::string& device, const Stats& s, const std::v
       {"delayed_packets", s.delayed_packets}, {"delayed_cqes", s.delayed_cqes}, {"stalls", s.stalls},
       {"timeouts", s.timeouts}, {"diag_stale_wqe", s.diag[0]}, {"diag_batch_exceeded", s.diag[1]},
       {"diag_sq_overrun", s.diag[2]}, {"diag_rq_overrun", s.diag[3]}, {"diag_cq_overrun", s.diag[4]},
-      {"diag_rq_malformed", s.diag[5]}};
+      {"diag_rq_malformed", s.diag[5]}, {"one_copy_bytes", s.one_copy_bytes},
+      {"one_copy_refused", s.one_copy_refused}, {"stalled_waits", s.stalled_waits}};
   for (const auto& d : dev) line("", d.first, d.second);
   for (const QpStats& q : qps) {
     std::string p = "qp " + std::to_string(q.qpn) + " ";

@@ -29,7 +29,7 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-constexpr uint32_t kVersion = 2;  // 2: the closed mark
+constexpr uint32_t kVersion = 4;  // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -89,6 +89,9 @@ struct ShmFabric::Mailbox {
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
+  // Steady-clock time of the owner's last poll_rx (its engine's last pass), for senders that
+  // wonder whether a silent owner is starved (peer_stalled).
+  alignas(64) std::atomic<uint64_t> polled_ns;
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= kRingOffset, "mailbox header fits its page");
 
@@ -114,6 +117,7 @@ struct ShmFabric::Peer {
   ino_t ino = 0;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
+  std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
   ~Peer() {
     if (mb != nullptr) munmap(mb, map_len);
     if (fd >= 0) close(fd);
@@ -239,6 +243,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->wake_seq.store(0);
   mb->sleeping.store(0);
   mb->closed.store(0);
+  mb->polled_ns.store(now_ns());
   mb->ready.store(1, std::memory_order_release);
 
   Local* lp = l.get();
@@ -343,8 +348,10 @@ int ShmFabric::poll_rx(const Gid& gid, int budget) {
     auto it = locals_.find(gid);
     if (it == locals_.end()) return 0;
     lp = it->second.get();
-    lp->last_poll_ns.store(now_ns(), std::memory_order_relaxed);
+    const uint64_t now = now_ns();
+    lp->last_poll_ns.store(now, std::memory_order_relaxed);
     Mailbox* box = lp->mb;
+    box->polled_ns.store(now, std::memory_order_relaxed);
     if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
     // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
     if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
@@ -559,6 +566,9 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
     pthread_mutex_unlock(&mb->lock);
+    uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
+    while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
+    }
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
@@ -570,6 +580,22 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
   st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
   st_[kBytesTx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
   return 0;
+}
+
+int ShmFabric::copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) {
+  if (!opt_.peer_memory) return -EOPNOTSUPP;
+  if (opt_.peer_copy_errno != 0) return -opt_.peer_copy_errno;
+  return PeerMemory::read(from, addr, local, len);
+}
+
+bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
+  Mailbox* mb = it->second->mb;
+  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
+  return mb->head.load(std::memory_order_acquire) < it->second->sent_end.load(std::memory_order_relaxed) ||
+         mb->polled_ns.load(std::memory_order_relaxed) < since_ns;
 }
 
 ShmFabricStats ShmFabric::stats() const {

@@ -21,6 +21,10 @@
 // A detached mailbox is marked closed before its file goes, and a sender checks the mark on
 // every send: a device that detaches and attaches again under the same GID (a reopened device)
 // is reached in its new mailbox by the very next send, not after a liveness check.
+// Large RDMA payloads need not cross the mailbox at all: the packet names the sender's memory
+// (Packet::ref) and the receiving device copies it with one process_vm_readv after it checked
+// keys and bounds (peer_memory); where the kernel refuses (Yama ptrace_scope, another PID
+// namespace) the device sends the bytes through the mailbox instead.
 // A send that cannot place its packet within full_timeout_ms (a live receiver that does not
 // drain) fails with -ENOBUFS; the device retransmits it later.
 #ifndef XPUFAB_EMU_NET_SHM_FABRIC_H_
@@ -49,6 +53,12 @@ struct ShmFabricOptions {
   uint32_t park_us = 200;         // receive thread: stays parked while poll_rx() ran within this
   uint32_t full_timeout_ms = 2000;  // a sender gives up on a mailbox that stays full
   uint32_t liveness_check_ms = 20;  // how often a sender re-checks that a peer lives
+  // Large RDMA transfers refer to the sender's memory and the other end copies it across with
+  // one process_vm_readv (Fabric::peer_memory); off, every byte goes through the mailbox.
+  bool peer_memory = true;
+  // Tests: every cross-process copy fails with this errno (EPERM as under Yama's ptrace_scope,
+  // ESRCH), so that the fallback through the mailbox is exercised. 0: real copies.
+  int peer_copy_errno = 0;
 };
 
 struct ShmFabricStats {
@@ -70,6 +80,11 @@ class ShmFabric : public Fabric {
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
   bool copies_on_send() const override { return true; }
+  bool peer_memory() const override { return opt_.peer_memory; }
+  int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
+  // From the destination's mailbox: its read position against the end of what this fabric
+  // wrote there last, and the time its owner last called poll_rx.
+  bool peer_stalled(const Gid& dst, uint64_t since_ns) override;
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;

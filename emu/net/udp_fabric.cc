@@ -21,7 +21,7 @@ namespace net {
 namespace {
 
 constexpr uint32_t kMagic = 0x31554658;  // "XFU1"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;  // 2: the 104-byte packet header
 constexpr uint8_t kData = 1;
 constexpr uint8_t kAck = 2;
 constexpr size_t kHdr = 80;

@@ -30,11 +30,20 @@ uint64_t get64(const uint8_t* p) {
 
 // Header layout (little-endian host order; both ends of a link are x86-64 or aarch64 LE):
 //  0 type, 1 op, 2 status, 3 has_imm | may_repeat << 1 | attempt << 2, 4 src_qpn, 6 dst_qpn, 8 qkey, 12 imm, 16 rkey, 20 length,
-//  24 token, 32 remote_addr, 40 src gid (16), 56 payload size (4), 60 src_epoch (4).
+//  24 token, 32 remote_addr, 40 src gid (16), 56 payload size (4), 60 src_epoch (4), 64 seq (4),
+//  68 ref pid (4), 72 ref identity address (8), 80 ref identity (8), 88 ref_addr (8),
+//  96 flags (4: copy_refused), 100 reserved (4, zero).
 constexpr size_t kOffSrc = 40;
 constexpr size_t kOffPayload = 56;
 constexpr size_t kOffEpoch = 60;
-static_assert(kOffEpoch + 4 == kPacketHeaderSize, "header layout");
+constexpr size_t kOffSeq = 64;
+constexpr size_t kOffRefPid = 68;
+constexpr size_t kOffRefIdAddr = 72;
+constexpr size_t kOffRefId = 80;
+constexpr size_t kOffRefAddr = 88;
+constexpr size_t kOffFlags = 96;
+constexpr uint32_t kFlagCopyRefused = 1;
+static_assert(kOffFlags + 8 == kPacketHeaderSize, "header layout");
 static_assert(kMaxPayload < (uint64_t{1} << 32), "payload size fits 32 bits");
 
 inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
@@ -123,6 +132,13 @@ void encode_header(const Packet& pkt, uint8_t* out) {
   std::memcpy(out + kOffSrc, pkt.src.data(), 16);
   put32(out + kOffPayload, static_cast<uint32_t>(pkt.payload.size()));
   put32(out + kOffEpoch, pkt.src_epoch);
+  put32(out + kOffSeq, pkt.seq);
+  put32(out + kOffRefPid, pkt.ref.pid);
+  put64(out + kOffRefIdAddr, pkt.ref.id_addr);
+  put64(out + kOffRefId, pkt.ref.id);
+  put64(out + kOffRefAddr, pkt.ref_addr);
+  put32(out + kOffFlags, pkt.copy_refused ? kFlagCopyRefused : 0);
+  put32(out + kOffFlags + 4, 0);
 }
 
 int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
@@ -149,6 +165,12 @@ int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   pkt->token = get64(in + 24);
   pkt->remote_addr = get64(in + 32);
   std::memcpy(pkt->src.data(), in + kOffSrc, 16);
+  pkt->seq = get32(in + kOffSeq);
+  pkt->ref.pid = get32(in + kOffRefPid);
+  pkt->ref.id_addr = get64(in + kOffRefIdAddr);
+  pkt->ref.id = get64(in + kOffRefId);
+  pkt->ref_addr = get64(in + kOffRefAddr);
+  pkt->copy_refused = (get32(in + kOffFlags) & kFlagCopyRefused) != 0;
   *payload_size = n;
   return 0;
 }

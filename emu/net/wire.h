@@ -1,7 +1,7 @@
 // Byte encoding of emulated SRD packets for fabrics that cross a process boundary (shared
 // memory, UDP), plus the keyed MAC that keeps foreign packets out.
 //
-// A packet travels as one "message": a fixed 64-byte header followed by the payload. Fabrics cut
+// A packet travels as one "message": a fixed 104-byte header followed by the payload. Fabrics cut
 // a message into fragments and a Reassembler puts it back together; fragments of different
 // messages may interleave and arrive in any order.
 #ifndef XPUFAB_EMU_NET_WIRE_H_
@@ -18,7 +18,7 @@ namespace xpufab {
 namespace emu {
 namespace net {
 
-constexpr size_t kPacketHeaderSize = 64;
+constexpr size_t kPacketHeaderSize = 104;
 // The largest payload a message may carry: an RDMA of max_rdma_size (1 GiB) plus slack.
 constexpr uint64_t kMaxPayload = (uint64_t{1} << 30) + 4096;
 

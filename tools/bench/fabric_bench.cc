@@ -410,7 +410,9 @@ int scale_main(bool quick) {
               "idle QPs (sharing the CQ); one-way 64 B latency = round trip / 2\n",
               quick ? "quick" : "full");
   std::fflush(stdout);
-  std::vector<std::string> env = {"BENCH_ITERS=" + std::to_string(iters), "BENCH_WITERS=1"};
+  // A device numbers up to FI_EFA_EMU_MAX_QP QPs (default 2,048): room for the largest point.
+  std::vector<std::string> env = {"BENCH_ITERS=" + std::to_string(iters), "BENCH_WITERS=1",
+                                  "FI_EFA_EMU_MAX_QP=10240"};
   bool all_ok = true;
   struct Point {
     int asked;
@@ -418,7 +420,12 @@ int scale_main(bool quick) {
     bool ok;
   };
   std::vector<Point> pts;
+  // BENCH_SCALE_MAX caps the points (each QP of the provider's endpoint holds its own tables:
+  // 10,000 of them need several GiB per process).
+  const char* cap_env = std::getenv("BENCH_SCALE_MAX");
+  const int cap = cap_env != nullptr ? std::atoi(cap_env) : 10000;
   for (int n : {0, 1000, 2000, 10000}) {
+    if (n > cap) continue;
     bool ok = true;
     std::string out = run_peers("pingpong", 2, n, 1, 300, env, &ok);
     pts.push_back({n, field(out, "latency_us"), field(out, "extra_qps"), field(out, "endpoint_rss_kib"), ok});

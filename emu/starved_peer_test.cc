@@ -1,0 +1,109 @@
+// A peer whose engine has not run since a request was sent (a process starved of CPU) is waited
+// for beyond the silence limit, up to kStarvedSilences of them, rather than reported
+// unresponsive; one whose engine runs but never answers fails at the usual limit.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "emu/net/shm_fabric.h"
+#include "emu/test_util.h"
+
+namespace xpufab {
+namespace emu {
+namespace testing {
+namespace {
+
+class StarvedPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    net::ShmFabricOptions o;
+    const char* t = std::getenv("TEST_TMPDIR");
+    o.base_dir = t != nullptr ? t : "/tmp";
+    o.key = "starved" + std::to_string(getpid()) + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(net::ShmFabric::create(o, &fa_), 0);
+    ASSERT_EQ(net::ShmFabric::create(o, &fb_), 0);
+    DeviceOptions oa = inline_options(fa_), ob = inline_options(fb_);
+    a.open(oa);  // silence limit: 2 ms x (3 + 1)
+    b.open(ob);
+    a.make_qp();
+    b.make_qp();
+    bring_up(a.qp, a.qkey);
+    bring_up(b.qp, b.qkey);
+    Gid gb = b.dev->gid(), ga = a.dev->gid();
+    ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
+    Ah* back = nullptr;
+    ASSERT_EQ(b.dev->create_ah(b.pd, ga.data(), &back), 0);
+    b.dev->step(64);
+  }
+  void TearDown() override {
+    a.dev.reset();
+    b.dev.reset();
+  }
+  void post_write() {
+    std::memset(a.at(0), 0x5a, 4096);
+    a.sq.post(rdma_wqe(EFA_IO_RDMA_WRITE, 1, ah_->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey,
+                       a.addr(0), a.mr->lkey(), b.addr(8192), b.mr->rkey(), 4096));
+  }
+  // Steps A alone for `ms`; true if a CQE came.
+  bool step_a(int ms, efa_io_rx_cdesc_ex* c) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      if (a.cqr.poll(c)) return true;
+      a.dev->step(64);
+    }
+    return a.cqr.poll(c);
+  }
+  Node a, b;
+  Ah* ah_ = nullptr;
+  std::shared_ptr<net::ShmFabric> fa_, fb_;
+};
+
+TEST_F(StarvedPeer, IsWaitedForAndAnswersLate) {
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  EXPECT_FALSE(step_a(40, &c));  // five silence limits: B's engine has not run
+  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(b.at(8192)[4095], 0x5a);
+}
+
+TEST_F(StarvedPeer, IsGivenUpOnAfterTheLongerLimit) {
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  ASSERT_TRUE(step_a(2000, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);  // never answered
+  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
+  EXPECT_EQ(a.dev->stats().timeouts, 1u);
+}
+
+// B's engine runs but its responder drops every request: that is unresponsive, not starved.
+TEST_F(StarvedPeer, ARunningPeerThatNeverAnswersFailsAtTheUsualLimit) {
+  b.dev.reset();
+  DeviceOptions ob = inline_options(fb_);
+  ob.fault_plan = "drop=100%";
+  b.open(ob);
+  b.make_qp();
+  bring_up(b.qp, b.qkey);
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  bool got = false;
+  auto t0 = std::chrono::steady_clock::now();
+  while (!got && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+    got = a.cqr.poll(&c);
+    a.dev->step(64);
+    b.dev->step(64);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);
+  EXPECT_EQ(a.dev->stats().stalled_waits, 0u);  // failed at the silence limit itself
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace emu
+}  // namespace xpufab
