@@ -178,6 +178,11 @@ void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& re
       const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
       if (fd >= 0 && cq->bcq->arm() == 0) fds.push_back(pollfd{fd, POLLIN, 0});
     }
+    // A protocol endpoint's packets complete on the core's own CQ.
+    for (EfaEp* ep : proto_eps) {
+      const int fd = proto_event_fd(ep);
+      if (fd >= 0) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
   }
   if (extra_fd >= 0) fds.push_back(pollfd{extra_fd, POLLIN, 0});
   // A CQE written before the CQ was armed signals nothing: drain once, and skip the sleep if

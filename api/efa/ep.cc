@@ -752,7 +752,7 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   ep->dom = dom;
   ep->xctx = x;
   ep->caps = info->caps ? info->caps
-                        : dom->proto ? (FI_MSG | FI_TAGGED | FI_ATOMIC) : (FI_MSG | FI_RMA);
+                        : dom->proto ? (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA) : (FI_MSG | FI_RMA);
   if (!(ep->caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
     ep->caps |= FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   if (dom->dgram) {

@@ -88,23 +88,39 @@ uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
   return a < ps->peer_of_av.size() ? ps->peer_of_av[a] : PROTO_NONE;
 }
 
-// The buffer of a one-segment operation; FI_MR_LOCAL: a descriptor for any byte the core may
-// touch through the device (rendezvous reads and writes), none for inject.
-int make_buf(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
-  *b = proto_buf{};
+static_assert(kProtoIovLimit == PROTO_IOV_MAX, "iov_limit is what the core takes");
+
+// The buffers of an operation; FI_MR_LOCAL: a descriptor for any byte the core may touch
+// through the device (rendezvous and RMA reads and writes), none for inject.
+int make_bufs(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
   if (count > kProtoIovLimit || (count && !iov)) return -FI_EINVAL;
-  if (count == 0) return 0;
-  if (!iov[0].iov_base && iov[0].iov_len) return -FI_EINVAL;
-  b->addr = iov[0].iov_base;
-  b->len = iov[0].iov_len;
-  EfaMr* mr = desc ? static_cast<EfaMr*>(desc[0]) : nullptr;
-  if (mr) {
-    b->lkey = mr->bmr->lkey();
-    b->rkey = mr->bmr->rkey();
-  } else if (need_desc && b->len) {
-    return -FI_EINVAL;
+  for (size_t k = 0; k < count; ++k) {
+    b[k] = proto_buf{};
+    if (!iov[k].iov_base && iov[k].iov_len) return -FI_EINVAL;
+    b[k].addr = iov[k].iov_base;
+    b[k].len = iov[k].iov_len;
+    EfaMr* mr = desc ? static_cast<EfaMr*>(desc[k]) : nullptr;
+    if (mr) {
+      b[k].lkey = mr->bmr->lkey();
+      b[k].rkey = mr->bmr->rkey();
+    } else if (need_desc && b[k].len) {
+      return -FI_EINVAL;
+    }
   }
   return 0;
+}
+
+uint64_t bufs_len(const proto_buf* b, size_t n) {
+  uint64_t t = 0;
+  for (size_t k = 0; k < n; ++k) t += b[k].len;
+  return t;
+}
+
+// FI_FENCE: a fenced operation is taken once everything before it to the same peer completed;
+// until then the post reports -FI_EAGAIN (the caller progresses and retries), which keeps
+// the operations behind it in order as well.
+bool fence_waits(ProtoState* ps, uint32_t peer, uint64_t flags) {
+  return (flags & FI_FENCE) && proto_peer_ops_out(&ps->pep, peer) > 0;
 }
 
 bool reports(const EfaEp* ep, bool tx, uint64_t flags) {
@@ -124,16 +140,39 @@ void stage(EfaCq* cq, const Completion& c) {
   cq->stage(c);
 }
 
+// The counter an initiator's completion counts in.
+EfaCntr* initiator_cntr(EfaEp* ep, uint64_t flags) {
+  if (flags & FI_RECV) return ep->cntr_recv;
+  if (flags & (FI_ATOMIC | FI_RMA)) return (flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  return ep->cntr_send;
+}
+
+// A peer read or wrote this endpoint's memory: the remote counters, and for a write with remote
+// CQ data an entry on the receive CQ.
+void deliver_remote(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+  EfaCntr* cntr = (pc.flags & FI_REMOTE_WRITE) ? ep->cntr_rwrite : ep->cntr_rread;
+  if (cntr) cntr->inc(false);
+  if (!(pc.flags & FI_REMOTE_CQ_DATA)) return;
+  Completion c;
+  c.c.flags = pc.flags;
+  c.c.len = pc.len;
+  c.c.data = pc.data;
+  if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
+  stage(ep->rx_cq, c);
+}
+
 void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+  if (pc.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) {
+    deliver_remote(ep, ps, pc);
+    return;
+  }
   const bool error = pc.err != 0;
   if (!error && !ps->silent.empty()) {
     auto it = ps->silent.find(pc.op_context);
     if (it != ps->silent.end()) {
       ps->silent.erase(it);
       // Counted, not reported.
-      EfaCntr* c = (pc.flags & FI_RECV) ? ep->cntr_recv
-                   : (pc.flags & FI_ATOMIC) ? ((pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write)
-                                            : ep->cntr_send;
+      EfaCntr* c = initiator_cntr(ep, pc.flags);
       if (c) c->inc(false);
       return;
     }
@@ -150,10 +189,7 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
   c.olen = pc.olen;
   if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
   const bool rx = pc.flags & FI_RECV;
-  EfaCntr* cntr;
-  if (rx) cntr = ep->cntr_recv;
-  else if (pc.flags & FI_ATOMIC) cntr = (pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
-  else cntr = ep->cntr_send;
+  EfaCntr* cntr = initiator_cntr(ep, pc.flags);
   if (cntr) cntr->inc(error);
   stage(rx ? ep->rx_cq : ep->tx_cq, c);
 }
@@ -199,6 +235,8 @@ int proto_ep_enable(EfaEp* ep) {
   // A peer may send before this side has inserted it into the AV; its packets then arrive with
   // no AH, and only the source GID in the CQE lets the core keep them until the insert.
   ca.with_sgid = (at.device_caps & backend::kCapCqWithSgid) != 0;
+  // fi_cq_sread / fi_cntr_wait sleep on the CQ's event fd: every packet in or out wakes them.
+  ca.with_event_fd = (at.device_caps & backend::kCapCqNotifications) != 0;
   rc = dom->dev->create_cq(ca, &ps->bcq);
   if (rc) return fail(rc);
   backend::QpInitAttr qa;
@@ -306,11 +344,12 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   if (!(ep->caps & FI_SEND) || !(ep->caps & (s.tagged ? FI_TAGGED : FI_MSG)))
     return -FI_EOPNOTSUPP;
   const bool inject = s.flags & FI_INJECT;
-  proto_buf b;
-  int rc = make_buf(s.iov, s.desc, s.count, !inject, &b);
+  proto_buf b[kProtoIovLimit];
+  int rc = make_bufs(s.iov, s.desc, s.count, !inject, b);
   if (rc) return rc;
-  if (b.len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
-  if (inject && b.len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
+  const uint64_t len = bufs_len(b, s.count);
+  if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
+  if (inject && len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
   ProtoState* ps = ep->proto;
   // The inject calls report nothing; FI_INJECT on a *msg call only makes the buffer reusable on
   // return, which an eager send's copy already does.
@@ -324,7 +363,10 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
     sync_peers(ep, ps);
     const uint32_t peer = peer_of(ps, s.dest);
     if (peer == PROTO_NONE) return -FI_EINVAL;
-    rc = ::proto_send(&ps->pep, peer, &b, s.tag, s.data, flags, ctx);
+    rc = fence_waits(ps, peer, s.flags)
+             ? -FI_EAGAIN
+             : ::proto_sendv(&ps->pep, peer, b, static_cast<uint32_t>(s.count), s.tag, s.data,
+                             flags, ctx);
     if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -339,9 +381,9 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
     return -FI_EOPNOTSUPP;
   const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (peek && !r.tagged) return -FI_EINVAL;
-  proto_buf b;
+  proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
-  int rc = make_buf(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), &b);
+  int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);
   if (rc) return rc;
   ProtoState* ps = ep->proto;
   const auto ctx = reinterpret_cast<uintptr_t>(r.context);
@@ -355,7 +397,8 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
       if (peer == PROTO_NONE) return -FI_EINVAL;
       src = peer;
     }
-    rc = ::proto_recv(&ps->pep, src, &b, r.tag, r.ignore, flags, ctx);
+    rc = ::proto_recvv(&ps->pep, src, b, static_cast<uint32_t>(r.count), r.tag, r.ignore, flags,
+                       ctx);
     if (rc == 0 && !peek && !reports(ep, false, r.flags)) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -377,8 +420,10 @@ ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
     // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
     const uint32_t key = static_cast<uint32_t>(a.key);
     if (key != a.key) return -FI_EINVAL;
-    rc = ::proto_atomic(&ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare, a.count,
-                        a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
+    rc = fence_waits(ps, peer, a.flags)
+             ? -FI_EAGAIN
+             : ::proto_atomic(&ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare,
+                              a.count, a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
     if (rc == 0 && !inject && !reports(ep, true, a.flags)) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -387,10 +432,45 @@ ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   return 0;
 }
 
-ssize_t proto_rma(EfaEp* ep, bool, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
-                  void*, uint64_t, uint64_t) {
+ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count,
+                  fi_addr_t dest, uint64_t addr, uint64_t key, void* context, uint64_t data,
+                  uint64_t flags, bool inject_call) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
-  return -FI_EOPNOTSUPP;
+  if (!(ep->caps & FI_RMA) || !(ep->caps & (write ? FI_WRITE : FI_READ))) return -FI_EOPNOTSUPP;
+  const bool inject = flags & FI_INJECT;
+  proto_buf b[kProtoIovLimit];
+  // Writes are copied into packets; reads may land through the device (RDMA read).
+  int rc = make_bufs(iov, desc, count, !write, b);
+  if (rc) return rc;
+  const uint64_t len = bufs_len(b, count);
+  if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
+  if (inject && len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
+  // A key wider than an EFA rkey names no region anywhere: the target reports a bad key.
+  const uint32_t rkey = key <= UINT32_MAX ? static_cast<uint32_t>(key) : UINT32_MAX;
+  ProtoState* ps = ep->proto;
+  const bool report = !inject_call && reports(ep, true, flags);
+  const auto ctx = reinterpret_cast<uintptr_t>(context);
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    sync_peers(ep, ps);
+    const uint32_t peer = peer_of(ps, dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    if (fence_waits(ps, peer, flags)) {
+      rc = -FI_EAGAIN;
+    } else {
+      // FI_INJECT on fi_writemsg makes the buffer reusable at once; only the inject calls
+      // report nothing.
+      const uint64_t f = (write ? (flags & FI_REMOTE_CQ_DATA) : 0) |
+                         (inject ? FI_INJECT : 0) | (inject_call ? 0 : FI_COMPLETION);
+      rc = ::proto_rma(&ps->pep, peer, write ? 1 : 0, b, static_cast<uint32_t>(count), addr,
+                       rkey, data, f, ctx);
+    }
+    if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  if (rc) return rc;
+  ep->dom->dev->progress(16);
+  return 0;
 }
 
 ssize_t proto_cancel(EfaEp* ep, void* context) {
@@ -405,6 +485,12 @@ ssize_t proto_cancel(EfaEp* ep, void* context) {
     if (rc != -FI_EAGAIN) return rc;
     ep->dom->progress();
   }
+}
+
+int proto_event_fd(EfaEp* ep) {
+  ProtoState* ps = ep->proto;
+  const int fd = ps->bcq->event_fd();
+  return fd >= 0 && ps->bcq->arm() == 0 ? fd : -1;
 }
 
 void proto_mr_added(EfaMr* mr) {
