@@ -91,7 +91,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   bool found = false;
   for (const auto& d : devs) found |= d.name == dev_name;
   if (!found) return -FI_ENODEV;
-  if ((dgram || proto) && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  if (dgram && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
   // The thin fabric's domains carry neither tags nor atomics.
   if (!proto && (info->caps & (FI_TAGGED | FI_ATOMIC))) return -FI_EOPNOTSUPP;
   auto* dom = new (std::nothrow) EfaDomain();

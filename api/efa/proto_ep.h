@@ -12,6 +12,8 @@
 
 #include "api/efa/efa.h"
 
+struct proto_ep;
+
 namespace xpufab::efa {
 
 // Buffers one protocol request takes (fi_info iov_limit of the protocol fabric): the core
@@ -93,6 +95,12 @@ void proto_progress(EfaEp* ep);
 // The event fd of the endpoint's private CQ, armed (domain lock held), or -1 when it has none:
 // what a blocking read of the endpoint's CQs and counters sleeps on.
 int proto_event_fd(EfaEp* ep);
+
+// The core endpoint of a protocol-fabric EP (in XPU-visible memory for an XPU EP).
+proto_ep* proto_core_of(EfaEp* ep);
+// fi_ep_export_xpu of an XPU EP: from now on the host takes `dev_lock` (the exported
+// efa_xpu_ep's proto_lock) around its core calls; the core gets a peer for every AV entry.
+void proto_export_sync(EfaEp* ep, uint32_t* dev_lock);
 
 // A protocol domain's MRs are what peers' atomics may target: every endpoint's key table
 // follows registrations and closes.
