@@ -652,7 +652,7 @@ XPU_FUNC int proto_am_send(struct proto_ep *ep, uint32_t peer, uint32_t id, cons
 /* ---- receive ------------------------------------------------------------------------------------ */
 
 /* Handles one numbered packet; -FI_EAGAIN when it must wait. */
-XPU_FUNC int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h) {
+XPU_FUNC PROTO_OUTLINE int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h) {
   const uint8_t *payload = (const uint8_t *)(h + 1);
   switch (h->op) {
     case PROTO_OP_AM: {
@@ -832,7 +832,7 @@ XPU_FUNC int proto_ep_idle(const struct proto_ep *ep) {
  * and transmits what waits. Copies up to `max` completions to out (which may
  * be NULL when max is 0); returns how many.
  */
-XPU_FUNC int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max) {
+XPU_FUNC PROTO_OUTLINE int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max) {
   if (!ep) return -FI_EINVAL;
   if (ep->stalled) {
     for (uint32_t i = 0; i < ep->cfg.max_peers && ep->stalled; ++i)

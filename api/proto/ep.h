@@ -26,6 +26,17 @@
 extern "C" {
 #endif
 
+/*
+ * The entry points device calls reach from many call sites (every call at
+ * every scope): the device compiler keeps one copy of each instead of
+ * inlining the whole transport into every site.
+ */
+#if defined(__CUDACC__)
+#define PROTO_OUTLINE __noinline__
+#else
+#define PROTO_OUTLINE
+#endif
+
 #define PROTO_NONE 0xffffffffu
 #define PROTO_AM_MAX 32u
 /* Buffers one message or RMA may scatter into or gather from (fi_info iov_limit). */

@@ -106,7 +106,7 @@ XPU_FUNC int64_t proto_bufs_len(const struct proto_buf *b, uint32_t n) {
  * cannot read a gather list). 0; -FI_EINVAL; -FI_EAGAIN (no transmit buffer
  * or op free: progress and retry).
  */
-XPU_FUNC int proto_sendv(struct proto_ep *ep, uint32_t peer, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
+XPU_FUNC PROTO_OUTLINE int proto_sendv(struct proto_ep *ep, uint32_t peer, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
                          uint64_t data, uint64_t flags, uint64_t context) {
   const int64_t total = proto_bufs_len(bufs, nbuf);
   if (!proto_peer_valid(ep, peer) || total < 0) return -FI_EINVAL;
@@ -259,7 +259,7 @@ XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct p
  * FI_ENOMSG. 0; -FI_EINVAL; -FI_EAGAIN (no op, match entry or completion
  * slot free: progress and retry).
  */
-XPU_FUNC int proto_recvv(struct proto_ep *ep, uint64_t src, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
+XPU_FUNC PROTO_OUTLINE int proto_recvv(struct proto_ep *ep, uint64_t src, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
                          uint64_t ignore, uint64_t flags, uint64_t context) {
   if (!ep || proto_bufs_len(bufs, nbuf) < 0) return -FI_EINVAL;
   if (src != PROTO_ADDR_ANY && !proto_peer_valid(ep, (uint32_t)src)) return -FI_EINVAL;
@@ -450,7 +450,7 @@ XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want)
 }
 
 /* Issues what op i can issue now; -FI_EAGAIN to be run again later. */
-XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
+XPU_FUNC PROTO_OUTLINE int proto_op_run(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
   if (o->kind == PROTO_K_RMA) return proto_rma_run(ep, i);
   switch (o->state) {
