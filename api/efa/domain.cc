@@ -91,7 +91,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   bool found = false;
   for (const auto& d : devs) found |= d.name == dev_name;
   if (!found) return -FI_ENODEV;
-  if ((dgram || proto) && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
+  if (dgram && (info->caps & FI_XPU)) return -FI_EOPNOTSUPP;
   // The thin fabric's domains carry neither tags nor atomics.
   if (!proto && (info->caps & (FI_TAGGED | FI_ATOMIC))) return -FI_EOPNOTSUPP;
   auto* dom = new (std::nothrow) EfaDomain();
@@ -177,6 +177,11 @@ void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& re
     for (EfaCq* cq : cqs) {
       const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
       if (fd >= 0 && cq->bcq->arm() == 0) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+    // A protocol endpoint's packets complete on the core's own CQ.
+    for (EfaEp* ep : proto_eps) {
+      const int fd = proto_event_fd(ep);
+      if (fd >= 0) fds.push_back(pollfd{fd, POLLIN, 0});
     }
   }
   if (extra_fd >= 0) fds.push_back(pollfd{extra_fd, POLLIN, 0});

@@ -47,8 +47,9 @@ inline constexpr const char* kFabricName = "efa-direct";
 // FI_EP_DGRAM endpoints (UD QPs) live in their own fabric and domains, named as upstream's.
 inline constexpr const char* kDgramFabricName = "efa";
 inline constexpr const char* kDgramDomainSuffix = "-dgrm";
-// The protocol fabric (api/proto/): RDM endpoints with tagged messages, atomics and messages far
-// beyond the MTU, built in software over SRD. Upstream's efa provider calls it "efa" too, with
+// The protocol fabric (api/proto/): RDM endpoints with tagged messages, atomics, RMA on every
+// device generation and messages far beyond the MTU, built in software over SRD, on the host or
+// in device code (FI_XPU). Upstream's efa provider calls it "efa" too, with
 // domains "<device>-rdm", beside the DGRAM domains of the same fabric.
 inline constexpr const char* kProtoFabricName = "efa";
 inline constexpr const char* kRdmDomainSuffix = "-rdm";

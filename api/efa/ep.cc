@@ -723,7 +723,7 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   // A DGRAM domain makes DGRAM endpoints (UD QPs), any other RDM ones (SRD QPs).
   const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
   if (type != FI_EP_UNSPEC && type != (dom->dgram ? FI_EP_DGRAM : FI_EP_RDM)) return -FI_EINVAL;
-  if ((dom->dgram || dom->proto) && (flags & FI_XPU)) return -FI_EOPNOTSUPP;
+  if (dom->dgram && (flags & FI_XPU)) return -FI_EOPNOTSUPP;
   fid_xpu_ctx* xc = info->ep_attr ? info->ep_attr->xpu_ctx : nullptr;
   const bool xpu = flags & FI_XPU;
   if (xpu != (xc != nullptr)) return -FI_EINVAL;  // FI_XPU needs xpu_ctx, and only it allows one
@@ -752,7 +752,7 @@ int ep_open_common(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
   ep->dom = dom;
   ep->xctx = x;
   ep->caps = info->caps ? info->caps
-                        : dom->proto ? (FI_MSG | FI_TAGGED | FI_ATOMIC) : (FI_MSG | FI_RMA);
+                        : dom->proto ? (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA) : (FI_MSG | FI_RMA);
   if (!(ep->caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
     ep->caps |= FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   if (dom->dgram) {

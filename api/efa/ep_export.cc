@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 
 namespace xpufab::efa {
 
@@ -40,6 +41,81 @@ void mirror_av(EfaEp* ep, efa_xpu_ep* st, efa_xpu_av_entry* host_av) {
   __atomic_store_n(&st->av_count, n, __ATOMIC_RELEASE);
 }
 
+// Exports the EP's CQs and counters, names the EP in each CQ's table and points the state at
+// their device addresses.
+int attach_cqs_and_cntrs(EfaEp* ep, efa_xpu_ep* st, efa_xpu_ep* dev_st) {
+  fid_xpu_cq hq;
+  for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
+    int rc = cq->cq.ops->export_xpu(&cq->cq, 0, &hq);
+    if (rc) return rc;
+    efa_xpu_cq* cst = cq->xstate;
+    bool present = false;
+    for (uint32_t i = 0; i < cst->num_eps; ++i)
+      present |= cst->eps[i] == dev_st;
+    if (!present) {
+      if (cst->num_eps >= EFA_XPU_CQ_MAX_EPS) return -FI_ENOSPC;
+      cst->eps[cst->num_eps++] = dev_st;
+    }
+  }
+  st->tx_cq = static_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
+  st->rx_cq = static_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
+  EfaCntr* cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
+                    ep->cntr_rwrite};
+  efa_xpu_cntr** dst[6] = {&st->cntr_send,  &st->cntr_recv,         &st->cntr_read,
+                           &st->cntr_write, &st->cntr_remote_read, &st->cntr_remote_write};
+  for (int i = 0; i < 6; ++i) {
+    if (!cs[i]) continue;
+    fid_xpu_cntr hc;
+    int rc = cs[i]->cntr.ops->export_xpu(&cs[i]->cntr, 0, &hc);
+    if (rc) return rc;
+    *dst[i] = static_cast<efa_xpu_cntr*>(cs[i]->state.dev);
+  }
+  return 0;
+}
+
+// A protocol-fabric EP: the core owns the QP, so the state names the core endpoint (already in
+// XPU-visible memory, api/efa/proto_ep.cc) instead of the rings; device calls take its lock.
+int export_proto(EfaEp* ep, fid_xpu_ep* out) {
+  EfaXpuCtx* x = ep->xctx;
+  EfaDomain* dom = ep->dom;
+  const size_t av_off = (sizeof(efa_xpu_ep) + 63) / 64 * 64;
+  const size_t total = av_off + sizeof(efa_xpu_av_entry) * EFA_XPU_AV_MIRROR_MAX;
+  XpuMem m;
+  int rc = x->import_mem(nullptr, total, FI_XPU_IMPORT_DEVICEMAP, &m);
+  if (rc) return rc;
+  auto* host = static_cast<uint8_t*>(m.host);
+  auto* dev = static_cast<uint8_t*>(m.dev);
+  memset(host, 0, total);
+  auto* st = at<efa_xpu_ep>(host, 0);
+  efa_xpu_ep* dev_st = at<efa_xpu_ep>(dev, 0);
+  st->version = EFA_XPU_VERSION;
+  st->size = sizeof(*st);
+  st->qpn = ep->qpn;
+  st->qkey = ep->qkey;
+  st->caps = EFA_XPU_EP_CAP_PROTO |
+             ((dom->attr.device_caps & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0);
+  st->mtu = dom->attr.mtu;
+  st->max_rdma_size = dom->attr.max_rdma_size;
+  st->inline_size = dom->attr.inline_buf_size;
+  st->tx_op_flags = ep->tx_op_flags;
+  st->av = at<efa_xpu_av_entry>(dev, av_off);
+  st->proto = proto_core_of(ep);
+  stamp_xpu_handle(st, FI_CLASS_EP, dev_st);
+  rc = attach_cqs_and_cntrs(ep, st, dev_st);
+  if (rc) {
+    x->release(&m);
+    return rc;
+  }
+  ep->xav_host = at<efa_xpu_av_entry>(host, av_off);
+  mirror_av(ep, st, ep->xav_host);
+  proto_export_sync(ep, &st->proto_lock);
+  ep->xmem.push_back(m);
+  ep->xstate = st;
+  ep->exported = true;
+  *out = st->fid;
+  return 0;
+}
+
 }  // namespace
 
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
@@ -48,9 +124,12 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   if (!ep->is_xpu() || !ep->enabled) return -FI_EINVAL;
   if (ep->exported) {
     mirror_av(ep, ep->xstate, ep->xav_host);
+    // Peers inserted since the last export become the core's too.
+    if (ep->proto) proto_export_sync(ep, &ep->xstate->proto_lock);
     *out = ep->xstate->fid;
     return 0;
   }
+  if (ep->proto) return export_proto(ep, out);
   EfaXpuCtx* x = ep->xctx;
   EfaDomain* dom = ep->dom;
   backend::WqAttr sq{}, rq{};
@@ -140,32 +219,8 @@ int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   st->tx_op_flags = ep->tx_op_flags;
   stamp_xpu_handle(st, FI_CLASS_EP, dev_st);
   // CQ and counter handles must be exported for their device addresses; export them now.
-  fid_xpu_cq hq;
-  for (EfaCq* cq : {ep->tx_cq, ep->rx_cq}) {
-    rc = cq->cq.ops->export_xpu(&cq->cq, 0, &hq);
-    if (rc) return fail(rc);
-    efa_xpu_cq* cst = cq->xstate;
-    bool present = false;
-    for (uint32_t i = 0; i < cst->num_eps; ++i)
-      present |= cst->eps[i] == dev_st;
-    if (!present) {
-      if (cst->num_eps >= EFA_XPU_CQ_MAX_EPS) return fail(-FI_ENOSPC);
-      cst->eps[cst->num_eps++] = dev_st;
-    }
-  }
-  st->tx_cq = static_cast<efa_xpu_cq*>(ep->tx_cq->state.dev);
-  st->rx_cq = static_cast<efa_xpu_cq*>(ep->rx_cq->state.dev);
-  EfaCntr* cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read, ep->cntr_write, ep->cntr_rread,
-                    ep->cntr_rwrite};
-  efa_xpu_cntr** dst[6] = {&st->cntr_send,  &st->cntr_recv,         &st->cntr_read,
-                           &st->cntr_write, &st->cntr_remote_read, &st->cntr_remote_write};
-  for (int i = 0; i < 6; ++i) {
-    if (!cs[i]) continue;
-    fid_xpu_cntr hc;
-    rc = cs[i]->cntr.ops->export_xpu(&cs[i]->cntr, 0, &hc);
-    if (rc) return fail(rc);
-    *dst[i] = static_cast<efa_xpu_cntr*>(cs[i]->state.dev);
-  }
+  rc = attach_cqs_and_cntrs(ep, st, dev_st);
+  if (rc) return fail(rc);
   ep->xav_host = at<efa_xpu_av_entry>(host, av_off);
   mirror_av(ep, st, ep->xav_host);
   ep->xmem = std::move(mem);

@@ -136,23 +136,34 @@ fi_info* make_dgram_info(const backend::DeviceAttr& a) {
 
 // The protocol fabric's RDM offer (fabric "efa", domain "<device>-rdm", as upstream names them):
 // tagged messages and atomics in software over the same SRD QPs, messages up to
-// kProtoMaxMsgSize whatever the MTU, completions in FI_CQ_FORMAT_TAGGED. No FI_RMA: the core
-// owns the QP's send queue and has no request kind for the application's own RDMA yet.
+// kProtoMaxMsgSize whatever the MTU, completions in FI_CQ_FORMAT_TAGGED. FI_RMA on every
+// generation: the core writes in packets and reads by RDMA read or, without it, in packets
+// (api/proto/rma.h), and reports remote accesses (FI_RMA_EVENT: remote counters, remote CQ
+// data).
 fi_info* make_proto_info(const backend::DeviceAttr& a) {
   fi_info* i = make_info(a);
   if (!i) return nullptr;
-  const uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE |
-                        FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
-                        FI_LOCAL_COMM | FI_REMOTE_COMM;
+  const uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_RMA_EVENT | FI_XPU |
+                        FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                        FI_DIRECTED_RECV | FI_SOURCE | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+  // The core handles each sender's packets in its order whatever order SRD delivers them in:
+  // messages match in order, atomics execute in order, writes land in order. Reads by RDMA read
+  // pass packets, so nothing is promised about them.
+  const uint64_t order = FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
+                         FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
   i->caps = caps;
   i->mode = 0;
-  i->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE);
+  i->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_XPU | FI_SEND | FI_READ |
+                             FI_WRITE | FI_FENCE);
+  i->tx_attr->msg_order = order;
+  i->rx_attr->msg_order = order;
   i->tx_attr->mode = 0;
   i->tx_attr->inject_size = proto_inject_size(a);
   i->tx_attr->iov_limit = kProtoIovLimit;
   i->tx_attr->rma_iov_limit = 1;
-  i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
-                             FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE);
+  i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_RMA_EVENT | FI_XPU |
+                             FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV |
+                             FI_SOURCE);
   // Receives are the provider's own bounce buffers: a write with immediate data never consumes
   // one of the application's.
   i->rx_attr->mode = 0;
@@ -163,7 +174,8 @@ fi_info* make_proto_info(const backend::DeviceAttr& a) {
   // the caller's thread.
   d->data_progress = FI_PROGRESS_MANUAL;
   d->cq_data_size = 8;
-  d->max_xpu_ctx_cnt = 0;
+  // FI_XPU: device code runs the same core on an exported endpoint (fi_xpu_tsend / trecv and
+  // the atomics; api/efa/ep_export.cc).
   free(d->name);
   d->name = strdup((a.name + kRdmDomainSuffix).c_str());
   free(i->fabric_attr->name);

@@ -3,9 +3,13 @@
 // step with the domain's MRs, and the translation of the core's completions into the
 // application's CQ entries and counter updates.
 //
-// Locking: ProtoState::lock serializes every call into the core (it allows one caller at a
-// time). Progress runs under the domain lock and takes it after; posts take it alone, and drop
-// it before they drive the domain's progress.
+// Locking: ProtoState::lock serializes the host's calls into the core (it allows one caller at
+// a time), and once an XPU endpoint is exported the host also takes the device's spin lock
+// (efa_xpu_ep.proto_lock) that every device call holds (CoreLock). Progress runs under the
+// domain lock and takes them after; posts take them alone, and drop them before they drive the
+// domain's progress.
+#include <sched.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -27,7 +31,13 @@ struct ProtoState {
   std::vector<uint64_t> mem;  // the core's pools
   proto_config cfg{};
   proto_dev dev{};
-  proto_ep pep{};
+  proto_ep own_pep{};
+  // The core endpoint: own_pep, or for an XPU endpoint the start of a block the XPU context
+  // maps, where device code reaches it.
+  proto_ep* pep = &own_pep;
+  std::vector<XpuMem> xmem;  // an XPU endpoint's imports: the core's block, bounce, rings
+  // The exported efa_xpu_ep's proto_lock once device code may call into the core.
+  uint32_t* dev_lock = nullptr;
   // Peers by AV index and AV indices by peer, for the AV entries seen so far.
   std::vector<uint32_t> peer_of_av;
   std::vector<fi_addr_t> av_of_peer;
@@ -37,6 +47,30 @@ struct ProtoState {
 };
 
 namespace {
+
+// The host's hold on the core: the host-side mutex, then the device's lock if it has one.
+class CoreLock {
+ public:
+  explicit CoreLock(ProtoState* ps) : ps_(ps), g_(ps->lock) {
+    if (!ps_->dev_lock) return;
+    for (;;) {
+      uint32_t unlocked = 0;
+      if (__atomic_compare_exchange_n(ps_->dev_lock, &unlocked, 1u, false, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED))
+        return;
+      sched_yield();
+    }
+  }
+  ~CoreLock() {
+    if (ps_->dev_lock) __atomic_store_n(ps_->dev_lock, 0u, __ATOMIC_RELEASE);
+  }
+  CoreLock(const CoreLock&) = delete;
+  CoreLock& operator=(const CoreLock&) = delete;
+
+ private:
+  ProtoState* ps_;
+  std::lock_guard<std::mutex> g_;
+};
 
 // The sizes every endpoint of the fabric uses (both sides of a pair must agree on credits).
 constexpr uint32_t kMaxPeers = 16;
@@ -73,7 +107,7 @@ void sync_peers(EfaEp* ep, ProtoState* ps) {
     const EfaAvEntry& e = av->entries[i];
     uint32_t peer = PROTO_NONE;
     if (e.valid &&
-        proto_peer_add_gid(&ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, e.addr.gid, &peer) == 0) {
+        proto_peer_add_gid(ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, e.addr.gid, &peer) == 0) {
       if (ps->av_of_peer.size() <= peer) ps->av_of_peer.resize(peer + 1, FI_ADDR_NOTAVAIL);
       if (ps->av_of_peer[peer] == FI_ADDR_NOTAVAIL) ps->av_of_peer[peer] = i;
     } else if (e.valid) {
@@ -88,23 +122,39 @@ uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
   return a < ps->peer_of_av.size() ? ps->peer_of_av[a] : PROTO_NONE;
 }
 
-// The buffer of a one-segment operation; FI_MR_LOCAL: a descriptor for any byte the core may
-// touch through the device (rendezvous reads and writes), none for inject.
-int make_buf(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
-  *b = proto_buf{};
+static_assert(kProtoIovLimit == PROTO_IOV_MAX, "iov_limit is what the core takes");
+
+// The buffers of an operation; FI_MR_LOCAL: a descriptor for any byte the core may touch
+// through the device (rendezvous and RMA reads and writes), none for inject.
+int make_bufs(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
   if (count > kProtoIovLimit || (count && !iov)) return -FI_EINVAL;
-  if (count == 0) return 0;
-  if (!iov[0].iov_base && iov[0].iov_len) return -FI_EINVAL;
-  b->addr = iov[0].iov_base;
-  b->len = iov[0].iov_len;
-  EfaMr* mr = desc ? static_cast<EfaMr*>(desc[0]) : nullptr;
-  if (mr) {
-    b->lkey = mr->bmr->lkey();
-    b->rkey = mr->bmr->rkey();
-  } else if (need_desc && b->len) {
-    return -FI_EINVAL;
+  for (size_t k = 0; k < count; ++k) {
+    b[k] = proto_buf{};
+    if (!iov[k].iov_base && iov[k].iov_len) return -FI_EINVAL;
+    b[k].addr = iov[k].iov_base;
+    b[k].len = iov[k].iov_len;
+    EfaMr* mr = desc ? static_cast<EfaMr*>(desc[k]) : nullptr;
+    if (mr) {
+      b[k].lkey = mr->bmr->lkey();
+      b[k].rkey = mr->bmr->rkey();
+    } else if (need_desc && b[k].len) {
+      return -FI_EINVAL;
+    }
   }
   return 0;
+}
+
+uint64_t bufs_len(const proto_buf* b, size_t n) {
+  uint64_t t = 0;
+  for (size_t k = 0; k < n; ++k) t += b[k].len;
+  return t;
+}
+
+// FI_FENCE: a fenced operation is taken once everything before it to the same peer completed;
+// until then the post reports -FI_EAGAIN (the caller progresses and retries), which keeps
+// the operations behind it in order as well.
+bool fence_waits(ProtoState* ps, uint32_t peer, uint64_t flags) {
+  return (flags & FI_FENCE) && proto_peer_ops_out(ps->pep, peer) > 0;
 }
 
 bool reports(const EfaEp* ep, bool tx, uint64_t flags) {
@@ -124,16 +174,39 @@ void stage(EfaCq* cq, const Completion& c) {
   cq->stage(c);
 }
 
+// The counter an initiator's completion counts in.
+EfaCntr* initiator_cntr(EfaEp* ep, uint64_t flags) {
+  if (flags & FI_RECV) return ep->cntr_recv;
+  if (flags & (FI_ATOMIC | FI_RMA)) return (flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  return ep->cntr_send;
+}
+
+// A peer read or wrote this endpoint's memory: the remote counters, and for a write with remote
+// CQ data an entry on the receive CQ.
+void deliver_remote(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+  EfaCntr* cntr = (pc.flags & FI_REMOTE_WRITE) ? ep->cntr_rwrite : ep->cntr_rread;
+  if (cntr) cntr->inc(false);
+  if (!(pc.flags & FI_REMOTE_CQ_DATA)) return;
+  Completion c;
+  c.c.flags = pc.flags;
+  c.c.len = pc.len;
+  c.c.data = pc.data;
+  if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
+  stage(ep->rx_cq, c);
+}
+
 void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+  if (pc.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) {
+    deliver_remote(ep, ps, pc);
+    return;
+  }
   const bool error = pc.err != 0;
   if (!error && !ps->silent.empty()) {
     auto it = ps->silent.find(pc.op_context);
     if (it != ps->silent.end()) {
       ps->silent.erase(it);
       // Counted, not reported.
-      EfaCntr* c = (pc.flags & FI_RECV) ? ep->cntr_recv
-                   : (pc.flags & FI_ATOMIC) ? ((pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write)
-                                            : ep->cntr_send;
+      EfaCntr* c = initiator_cntr(ep, pc.flags);
       if (c) c->inc(false);
       return;
     }
@@ -150,15 +223,71 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
   c.olen = pc.olen;
   if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
   const bool rx = pc.flags & FI_RECV;
-  EfaCntr* cntr;
-  if (rx) cntr = ep->cntr_recv;
-  else if (pc.flags & FI_ATOMIC) cntr = (pc.flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
-  else cntr = ep->cntr_send;
+  EfaCntr* cntr = initiator_cntr(ep, pc.flags);
   if (cntr) cntr->inc(error);
   stage(rx ? ep->rx_cq : ep->tx_cq, c);
 }
 
+void release_device_maps(EfaEp* ep, ProtoState* ps) {
+  for (auto it = ps->xmem.rbegin(); it != ps->xmem.rend(); ++it) ep->xctx->release(&*it);
+  ps->xmem.clear();
+}
+
+// Maps [host, host + len) for the XPU (a new block when host is null); *out = the host address.
+// The core keeps pointers into its memory, its bounce buffers and the QP's rings, which host
+// and device code both follow: the context must map them at their host addresses (the
+// host-memory defaults and CUDA's mapped host memory do), or the endpoint cannot be an XPU one.
+int map_for_device(EfaEp* ep, ProtoState* ps, void* host, size_t len, uint64_t flags,
+                   void** out = nullptr) {
+  XpuMem m;
+  const int rc = ep->xctx->import_mem(host, len, flags, &m);
+  if (rc) return rc;
+  ps->xmem.push_back(m);
+  if (m.dev != m.host) {
+    EFA_WARN(kEpCtrl, "the XPU context maps %p at %p; the efa fabric's XPU endpoints need host "
+             "memory at its own address", m.host, m.dev);
+    return -FI_EOPNOTSUPP;
+  }
+  if (out) *out = m.host;
+  return 0;
+}
+
+// An XPU endpoint's core where device code reaches it: proto_ep and its pools in one block from
+// the XPU context, and the bounce buffers and the QP's rings and doorbells mapped.
+int map_core_for_device(EfaEp* ep, ProtoState* ps, const backend::WqAttr& sq,
+                        const backend::WqAttr& rq, const backend::CqAttr& cqa, size_t bounce_len,
+                        size_t mem_len, void** mem) {
+  const uint64_t dm = FI_XPU_IMPORT_DEVICEMAP, io = FI_XPU_IMPORT_IOMEMORY | dm;
+  const size_t head = (sizeof(proto_ep) + 63) / 64 * 64;
+  void* block = nullptr;
+  int rc = map_for_device(ep, ps, nullptr, head + mem_len, dm, &block);
+  if (rc == 0) rc = map_for_device(ep, ps, ps->bounce, bounce_len, dm);
+  if (rc == 0) rc = map_for_device(ep, ps, sq.buffer, size_t{sq.entry_size} * sq.num_entries, io);
+  if (rc == 0) rc = map_for_device(ep, ps, sq.doorbell, 4, io);
+  if (rc == 0) rc = map_for_device(ep, ps, rq.buffer, size_t{rq.entry_size} * rq.num_entries, dm);
+  if (rc == 0) rc = map_for_device(ep, ps, rq.doorbell, 4, io);
+  if (rc == 0) rc = map_for_device(ep, ps, cqa.buffer, size_t{cqa.entry_size} * cqa.num_entries, dm);
+  if (rc == 0 && cqa.doorbell) rc = map_for_device(ep, ps, cqa.doorbell, 4, io);
+  if (rc) return rc;
+  memset(block, 0, head + mem_len);
+  ps->pep = static_cast<proto_ep*>(block);
+  *mem = static_cast<uint8_t*>(block) + head;
+  return 0;
+}
+
 }  // namespace
+
+proto_ep* proto_core_of(EfaEp* ep) { return ep->proto ? ep->proto->pep : nullptr; }
+
+void proto_export_sync(EfaEp* ep, uint32_t* dev_lock) {
+  ProtoState* ps = ep->proto;
+  {
+    std::lock_guard<std::mutex> g(ps->lock);
+    ps->dev_lock = dev_lock;
+  }
+  CoreLock g(ps);
+  sync_peers(ep, ps);
+}
 
 size_t proto_inject_size(const backend::DeviceAttr& a) {
   return a.mtu > sizeof(proto_hdr) ? a.mtu - sizeof(proto_hdr) : 0;
@@ -184,6 +313,7 @@ int proto_ep_enable(EfaEp* ep) {
     ep->qp = nullptr;
     if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
     if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
+    release_device_maps(ep, ps);
     std::free(ps->bounce);
     delete ps;
     return err < 0 && err > -256 ? to_fi_err(err) : err;
@@ -199,6 +329,8 @@ int proto_ep_enable(EfaEp* ep) {
   // A peer may send before this side has inserted it into the AV; its packets then arrive with
   // no AH, and only the source GID in the CQE lets the core keep them until the insert.
   ca.with_sgid = (at.device_caps & backend::kCapCqWithSgid) != 0;
+  // fi_cq_sread / fi_cntr_wait sleep on the CQ's event fd: every packet in or out wakes them.
+  ca.with_event_fd = (at.device_caps & backend::kCapCqNotifications) != 0;
   rc = dom->dev->create_cq(ca, &ps->bcq);
   if (rc) return fail(rc);
   backend::QpInitAttr qa;
@@ -237,9 +369,16 @@ int proto_ep_enable(EfaEp* ep) {
   ma.access = backend::kAccessLocalWrite;
   rc = dom->dev->reg_mr(dom->pd, ma, &ps->bounce_mr);
   if (rc) return fail(rc);
-  ps->mem.assign(proto_ep_mem_size(&ps->cfg, &d) / 8 + 1, 0);
-  rc = proto_ep_init(&ps->pep, &ps->cfg, &d, ps->mem.data(), ps->mem.size() * 8, ps->bounce,
-                     ps->bounce_mr->lkey());
+  const size_t mem_len = proto_ep_mem_size(&ps->cfg, &d);
+  void* mem = nullptr;
+  if (ep->is_xpu()) {
+    rc = map_core_for_device(ep, ps, sq, rq, cqa, bounce_len, mem_len, &mem);
+    if (rc) return fail(rc);
+  } else {
+    ps->mem.assign(mem_len / 8 + 1, 0);
+    mem = ps->mem.data();
+  }
+  rc = proto_ep_init(ps->pep, &ps->cfg, &d, mem, mem_len, ps->bounce, ps->bounce_mr->lkey());
   if (rc) {
     EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, sq.num_entries,
              rq.num_entries, cqa.num_entries);
@@ -248,7 +387,7 @@ int proto_ep_enable(EfaEp* ep) {
   std::lock_guard<std::mutex> g(dom->lock);
   for (EfaMr* mr : dom->mrs) {
     if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) continue;
-    if (proto_mr_add(&ps->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
+    if (proto_mr_add(ps->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
       EFA_WARN(kEpCtrl, "QP %u: the key table is full; MR %#x is no atomic target", ep->qpn,
                mr->bmr->rkey());
   }
@@ -276,18 +415,21 @@ void proto_ep_close(EfaEp* ep) {
   }
   if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
   if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
+  release_device_maps(ep, ps);
   std::free(ps->bounce);
   delete ps;
   ep->proto = nullptr;
 }
 
 void proto_progress(EfaEp* ep) {
+  // An XPU endpoint's completions are its device CQ's: device code's CQ reads progress it.
+  if (ep->is_xpu()) return;
   ProtoState* ps = ep->proto;
   proto_comp comps[kProgressBatch];
-  std::lock_guard<std::mutex> g(ps->lock);
+  CoreLock g(ps);
   sync_peers(ep, ps);
   for (;;) {
-    const int n = ::proto_progress(&ps->pep, comps, kProgressBatch);
+    const int n = ::proto_progress(ps->pep, comps, kProgressBatch);
     for (int i = 0; i < n; ++i) deliver(ep, ps, comps[i]);
     if (n < kProgressBatch) break;
   }
@@ -295,22 +437,24 @@ void proto_progress(EfaEp* ep) {
 
 ssize_t proto_ops_left(EfaEp* ep) {
   ProtoState* ps = ep->proto;
-  std::lock_guard<std::mutex> g(ps->lock);
+  CoreLock g(ps);
   ssize_t n = 0;
-  for (uint32_t i = 0; i < ps->cfg.max_ops; ++i) n += ps->pep.ops[i].kind == PROTO_K_FREE;
+  for (uint32_t i = 0; i < ps->cfg.max_ops; ++i) n += ps->pep->ops[i].kind == PROTO_K_FREE;
   return n;
 }
 
 ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU endpoint's core
   if (!(ep->caps & FI_SEND) || !(ep->caps & (s.tagged ? FI_TAGGED : FI_MSG)))
     return -FI_EOPNOTSUPP;
   const bool inject = s.flags & FI_INJECT;
-  proto_buf b;
-  int rc = make_buf(s.iov, s.desc, s.count, !inject, &b);
+  proto_buf b[kProtoIovLimit];
+  int rc = make_bufs(s.iov, s.desc, s.count, !inject, b);
   if (rc) return rc;
-  if (b.len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
-  if (inject && b.len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
+  const uint64_t len = bufs_len(b, s.count);
+  if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
+  if (inject && len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
   ProtoState* ps = ep->proto;
   // The inject calls report nothing; FI_INJECT on a *msg call only makes the buffer reusable on
   // return, which an eager send's copy already does.
@@ -320,11 +464,14 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   if (inject_call) flags |= FI_INJECT;
   const auto ctx = reinterpret_cast<uintptr_t>(s.context);
   {
-    std::lock_guard<std::mutex> g(ps->lock);
+    CoreLock g(ps);
     sync_peers(ep, ps);
     const uint32_t peer = peer_of(ps, s.dest);
     if (peer == PROTO_NONE) return -FI_EINVAL;
-    rc = ::proto_send(&ps->pep, peer, &b, s.tag, s.data, flags, ctx);
+    rc = fence_waits(ps, peer, s.flags)
+             ? -FI_EAGAIN
+             : ::proto_sendv(ps->pep, peer, b, static_cast<uint32_t>(s.count), s.tag, s.data,
+                             flags, ctx);
     if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -335,19 +482,20 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
 
 ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU endpoint's core
   if (!(ep->caps & FI_RECV) || !(ep->caps & (r.tagged ? FI_TAGGED : FI_MSG)))
     return -FI_EOPNOTSUPP;
   const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (peek && !r.tagged) return -FI_EINVAL;
-  proto_buf b;
+  proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
-  int rc = make_buf(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), &b);
+  int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);
   if (rc) return rc;
   ProtoState* ps = ep->proto;
   const auto ctx = reinterpret_cast<uintptr_t>(r.context);
   const uint64_t flags = (r.tagged ? FI_TAGGED : 0) | peek;
   {
-    std::lock_guard<std::mutex> g(ps->lock);
+    CoreLock g(ps);
     sync_peers(ep, ps);
     uint64_t src = PROTO_ADDR_ANY;
     if (r.src != FI_ADDR_UNSPEC && (ep->caps & FI_DIRECTED_RECV)) {
@@ -355,7 +503,8 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
       if (peer == PROTO_NONE) return -FI_EINVAL;
       src = peer;
     }
-    rc = ::proto_recv(&ps->pep, src, &b, r.tag, r.ignore, flags, ctx);
+    rc = ::proto_recvv(ps->pep, src, b, static_cast<uint32_t>(r.count), r.tag, r.ignore, flags,
+                       ctx);
     if (rc == 0 && !peek && !reports(ep, false, r.flags)) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -364,21 +513,24 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
 
 ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU endpoint's core
   if (!(ep->caps & FI_ATOMIC)) return -FI_EOPNOTSUPP;
   ProtoState* ps = ep->proto;
   const bool inject = a.flags & FI_INJECT;
   const auto ctx = reinterpret_cast<uintptr_t>(a.context);
   int rc;
   {
-    std::lock_guard<std::mutex> g(ps->lock);
+    CoreLock g(ps);
     sync_peers(ep, ps);
     const uint32_t peer = peer_of(ps, a.dest);
     if (peer == PROTO_NONE) return -FI_EINVAL;
     // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
     const uint32_t key = static_cast<uint32_t>(a.key);
     if (key != a.key) return -FI_EINVAL;
-    rc = ::proto_atomic(&ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare, a.count,
-                        a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
+    rc = fence_waits(ps, peer, a.flags)
+             ? -FI_EAGAIN
+             : ::proto_atomic(ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare,
+                              a.count, a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
     if (rc == 0 && !inject && !reports(ep, true, a.flags)) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
@@ -387,24 +539,66 @@ ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   return 0;
 }
 
-ssize_t proto_rma(EfaEp* ep, bool, const iovec*, void**, size_t, fi_addr_t, uint64_t, uint64_t,
-                  void*, uint64_t, uint64_t) {
+ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count,
+                  fi_addr_t dest, uint64_t addr, uint64_t key, void* context, uint64_t data,
+                  uint64_t flags, bool inject_call) {
   if (!ep->enabled) return -FI_EOPBADSTATE;
-  return -FI_EOPNOTSUPP;
+  if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU endpoint's core
+  if (!(ep->caps & FI_RMA) || !(ep->caps & (write ? FI_WRITE : FI_READ))) return -FI_EOPNOTSUPP;
+  const bool inject = flags & FI_INJECT;
+  proto_buf b[kProtoIovLimit];
+  // Writes are copied into packets; reads may land through the device (RDMA read).
+  int rc = make_bufs(iov, desc, count, !write, b);
+  if (rc) return rc;
+  const uint64_t len = bufs_len(b, count);
+  if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
+  if (inject && len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
+  // A key wider than an EFA rkey names no region anywhere: the target reports a bad key.
+  const uint32_t rkey = key <= UINT32_MAX ? static_cast<uint32_t>(key) : UINT32_MAX;
+  ProtoState* ps = ep->proto;
+  const bool report = !inject_call && reports(ep, true, flags);
+  const auto ctx = reinterpret_cast<uintptr_t>(context);
+  {
+    CoreLock g(ps);
+    sync_peers(ep, ps);
+    const uint32_t peer = peer_of(ps, dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    if (fence_waits(ps, peer, flags)) {
+      rc = -FI_EAGAIN;
+    } else {
+      // FI_INJECT on fi_writemsg makes the buffer reusable at once; only the inject calls
+      // report nothing.
+      const uint64_t f = (write ? (flags & FI_REMOTE_CQ_DATA) : 0) |
+                         (inject ? FI_INJECT : 0) | (inject_call ? 0 : FI_COMPLETION);
+      rc = ::proto_rma(ps->pep, peer, write ? 1 : 0, b, static_cast<uint32_t>(count), addr,
+                       rkey, data, f, ctx);
+    }
+    if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
+  }
+  if (rc == -FI_EAGAIN) return busy(ep);
+  if (rc) return rc;
+  ep->dom->dev->progress(16);
+  return 0;
 }
 
 ssize_t proto_cancel(EfaEp* ep, void* context) {
-  if (!ep->enabled) return -FI_ENOENT;
+  if (!ep->enabled || ep->is_xpu()) return -FI_ENOENT;
   ProtoState* ps = ep->proto;
   for (;;) {
     int rc;
     {
-      std::lock_guard<std::mutex> g(ps->lock);
-      rc = ::proto_cancel(&ps->pep, reinterpret_cast<uintptr_t>(context));
+      CoreLock g(ps);
+      rc = ::proto_cancel(ps->pep, reinterpret_cast<uintptr_t>(context));
     }
     if (rc != -FI_EAGAIN) return rc;
     ep->dom->progress();
   }
+}
+
+int proto_event_fd(EfaEp* ep) {
+  ProtoState* ps = ep->proto;
+  const int fd = ps->bcq->event_fd();
+  return fd >= 0 && ps->bcq->arm() == 0 ? fd : -1;
 }
 
 void proto_mr_added(EfaMr* mr) {
@@ -413,8 +607,8 @@ void proto_mr_added(EfaMr* mr) {
   dom->mrs.push_back(mr);
   if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) return;
   for (EfaEp* ep : dom->proto_eps) {
-    std::lock_guard<std::mutex> pg(ep->proto->lock);
-    if (proto_mr_add(&ep->proto->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
+    CoreLock pg(ep->proto);
+    if (proto_mr_add(ep->proto->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
       EFA_WARN(kEpCtrl, "QP %u: the key table is full; MR %#x is no atomic target", ep->qpn,
                mr->bmr->rkey());
   }
@@ -430,8 +624,8 @@ void proto_mr_removed(EfaMr* mr) {
     }
   }
   for (EfaEp* ep : dom->proto_eps) {
-    std::lock_guard<std::mutex> pg(ep->proto->lock);
-    proto_mr_remove(&ep->proto->pep, mr->bmr->rkey());
+    CoreLock pg(ep->proto);
+    proto_mr_remove(ep->proto->pep, mr->bmr->rkey());
   }
 }
 

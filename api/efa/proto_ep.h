@@ -12,11 +12,13 @@
 
 #include "api/efa/efa.h"
 
+struct proto_ep;
+
 namespace xpufab::efa {
 
-// Segments one protocol request takes (fi_info iov_limit of the protocol fabric): the core
-// moves one buffer per message.
-inline constexpr size_t kProtoIovLimit = 1;
+// Buffers one protocol request takes (fi_info iov_limit of the protocol fabric): the core
+// gathers and scatters up to PROTO_IOV_MAX (api/proto/ep.h).
+inline constexpr size_t kProtoIovLimit = 4;
 
 // A send: untagged (FI_MSG) or tagged; `flags` are the operation's (FI_INJECT,
 // FI_REMOTE_CQ_DATA, FI_COMPLETION, ...).
@@ -78,16 +80,27 @@ void proto_ep_close(EfaEp* ep);
 ssize_t proto_send(EfaEp* ep, const ProtoSend& s);
 ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r);
 ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a);
-// RMA through the same QP as the protocol's traffic.
+// RMA through the protocol core (api/proto/rma.h): writes in packets, reads by RDMA read where
+// the device has it. FI_INJECT, FI_REMOTE_CQ_DATA and FI_FENCE in `flags`.
+// `inject_call`: fi_inject_write / fi_inject_writedata, which report nothing.
 ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count,
                   fi_addr_t peer, uint64_t addr, uint64_t key, void* context, uint64_t data,
-                  uint64_t flags);
+                  uint64_t flags, bool inject_call = false);
 // Operations the endpoint can still take (fi_tx_size_left / fi_rx_size_left: a lower bound).
 ssize_t proto_ops_left(EfaEp* ep);
 // fi_cancel of a posted receive: 0 (its FI_ECANCELED completion follows) or -FI_ENOENT.
 ssize_t proto_cancel(EfaEp* ep, void* context);
 // Runs the core's progress and stages its completions on the endpoint's CQs and counters.
 void proto_progress(EfaEp* ep);
+// The event fd of the endpoint's private CQ, armed (domain lock held), or -1 when it has none:
+// what a blocking read of the endpoint's CQs and counters sleeps on.
+int proto_event_fd(EfaEp* ep);
+
+// The core endpoint of a protocol-fabric EP (in XPU-visible memory for an XPU EP).
+proto_ep* proto_core_of(EfaEp* ep);
+// fi_ep_export_xpu of an XPU EP: from now on the host takes `dev_lock` (the exported
+// efa_xpu_ep's proto_lock) around its core calls; the core gets a peer for every AV entry.
+void proto_export_sync(EfaEp* ep, uint32_t* dev_lock);
 
 // A protocol domain's MRs are what peers' atomics may target: every endpoint's key table
 // follows registrations and closes.

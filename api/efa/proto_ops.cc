@@ -195,8 +195,18 @@ ssize_t r_writemsg(fid_ep* e, const fi_msg_rma* msg, uint64_t flags) {
   return rma_one(e, true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
                  msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, msg->data, flags);
 }
-ssize_t r_inject(fid_ep*, const void*, size_t, fi_addr_t, uint64_t, uint64_t) {
-  return -FI_ENOSYS;  // RMA inject_size is 0, as on efa-direct
+// The inject calls: copied before return, nothing reported.
+ssize_t rma_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                   uint64_t key, uint64_t data, uint64_t flags) {
+  EfaEp* ep = to_ep(e);
+  if (!ep) return -FI_EINVAL;
+  iovec v{const_cast<void*>(buf), len};
+  return proto_rma(ep, true, &v, nullptr, 1, dest, addr, key, nullptr, data, flags | FI_INJECT,
+                   true);
+}
+ssize_t r_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                 uint64_t key) {
+  return rma_inject(e, buf, len, dest, addr, key, 0, 0);
 }
 ssize_t r_writedata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t data,
                     fi_addr_t dest, uint64_t addr, uint64_t key, void* context) {
@@ -204,8 +214,9 @@ ssize_t r_writedata(fid_ep* e, const void* buf, size_t len, void* desc, uint64_t
   return rma_one(e, true, &v, &desc, 1, dest, addr, key, context, data,
                  tx_flags(e) | FI_REMOTE_CQ_DATA);
 }
-ssize_t r_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t, uint64_t, uint64_t) {
-  return -FI_ENOSYS;
+ssize_t r_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                     uint64_t addr, uint64_t key) {
+  return rma_inject(e, buf, len, dest, addr, key, data, FI_REMOTE_CQ_DATA);
 }
 
 // ---- atomics --------------------------------------------------------------------------------

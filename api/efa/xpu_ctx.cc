@@ -37,6 +37,9 @@ int ctx_query(fid_xpu_ctx* c, fi_xpu_ctx_attr* attr) {
   if (x->dom->attr.device_caps & backend::kCapCqWithExtMem)
     attr->caps |= FI_XPU_CAP_EP | FI_XPU_CAP_CQ;
   if (x->dom->attr.device_caps & backend::kCapCompCntr) attr->caps |= FI_XPU_CAP_CNTR;
+  // The protocol fabric's exported endpoints run the core in device code: tagged messages and
+  // atomics (efa-direct's have neither).
+  if (x->dom->proto && (attr->caps & FI_XPU_CAP_EP)) attr->caps |= FI_XPU_CAP_TAGGED | FI_XPU_CAP_ATOMIC;
   attr->av_addr_size = sizeof(efa_xpu_peer);
   attr->mr_desc_size = sizeof(efa_xpu_desc);
   return 0;

@@ -71,6 +71,7 @@ XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, 
   }
   struct proto_op *o = &ep->ops[i];
   o->peer = peer;
+  proto_op_count(ep, i);
   o->context = context;
   o->flags = FI_ATOMIC | (kind == PROTO_ATOMIC_PLAIN ? FI_WRITE : FI_READ);
   o->result = kind == PROTO_ATOMIC_PLAIN ? 0 : (uint8_t *)result;

@@ -57,6 +57,9 @@ XPU_FUNC int proto_amo_handle(struct proto_ep *ep, uint32_t peer, const struct p
 XPU_FUNC void proto_op_wqe_done(struct proto_ep *ep, uint32_t op, uint32_t status);
 XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t op);
 XPU_FUNC void proto_amo_complete(struct proto_ep *ep, uint32_t op, uint32_t status);
+XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t op);
+XPU_FUNC void proto_rma_wqe_done(struct proto_ep *ep, uint32_t op);
+XPU_FUNC int proto_rma_handle(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h, const uint8_t *payload);
 
 /* ---- memory layout ---------------------------------------------------------------------------- */
 
@@ -220,6 +223,7 @@ XPU_FUNC int proto_peer_add(struct proto_ep *ep, uint16_t ahn, uint16_t qpn, uin
   p->src_at_peer = PROTO_ADDR_UNKNOWN;
   p->tx_credits = ep->cfg.credits;
   p->q.head = p->q.tail = PROTO_NONE;
+  p->rma_busy = PROTO_NONE;
   *idx_p = free_idx;
   return 0;
 }
@@ -349,9 +353,99 @@ XPU_FUNC uint32_t proto_op_alloc(struct proto_ep *ep, uint8_t kind) {
 
 XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
+  if (o->mode & PROTO_OPM_COUNTED) {
+    struct proto_peer *p = &ep->peers[o->peer];
+    if (p->ops_out) p->ops_out--;
+    if (p->rma_busy == i) p->rma_busy = PROTO_NONE;
+  }
   o->kind = PROTO_K_FREE;
   o->next = ep->op_free;
   ep->op_free = i;
+}
+
+/* Op i was started towards its peer: FI_FENCE waits until it completes. */
+XPU_FUNC void proto_op_count(struct proto_ep *ep, uint32_t i) {
+  ep->ops[i].mode |= PROTO_OPM_COUNTED;
+  ep->peers[ep->ops[i].peer].ops_out++;
+}
+
+/*
+ * Operations started towards `peer` (sends, atomics, RMA; not inject sends,
+ * whose packets are ordered before anything posted later) that have not
+ * completed. A fenced operation is posted once this is 0.
+ */
+XPU_FUNC uint32_t proto_peer_ops_out(const struct proto_ep *ep, uint32_t peer) {
+  return proto_peer_valid(ep, peer) ? ep->peers[peer].ops_out : 0;
+}
+
+/* ---- an op's buffers ----------------------------------------------------------------------- */
+
+/* Gives op o the buffers b[0..n): one is kept as buf/len, several as segments as well. */
+XPU_FUNC void proto_op_set_bufs(struct proto_op *o, const struct proto_buf *b, uint32_t n) {
+  o->nseg = 0;
+  o->buf = n ? (uint8_t *)b[0].addr : 0;
+  o->lkey = n ? b[0].lkey : 0;
+  o->rkey = n ? b[0].rkey : 0;
+  o->len = n ? b[0].len : 0;
+  if (n <= 1) return;
+  o->nseg = n;
+  o->len = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    o->seg[k].addr = (uint64_t)(uintptr_t)b[k].addr;
+    o->seg[k].len = b[k].len;
+    o->seg[k].lkey = b[k].lkey;
+    o->len += b[k].len;
+  }
+}
+
+/* The contiguous piece of op o's buffers at byte `off`: its address and key; returns its length. */
+XPU_FUNC uint64_t proto_op_piece(const struct proto_op *o, uint64_t off, uint8_t **addr, uint32_t *lkey) {
+  if (o->nseg <= 1) {
+    *addr = o->buf + off;
+    *lkey = o->lkey;
+    return off < o->len ? o->len - off : 0;
+  }
+  for (uint32_t k = 0; k < o->nseg; ++k) {
+    if (off < o->seg[k].len) {
+      *addr = (uint8_t *)(uintptr_t)o->seg[k].addr + off;
+      *lkey = o->seg[k].lkey;
+      return o->seg[k].len - off;
+    }
+    off -= o->seg[k].len;
+  }
+  *addr = 0;
+  *lkey = 0;
+  return 0;
+}
+
+/* Copies n bytes into op o's buffers from byte `off` on (scatter); the caller keeps inside len. */
+XPU_FUNC void proto_op_scatter(const struct proto_op *o, uint64_t off, const uint8_t *src, uint64_t n) {
+  while (n) {
+    uint8_t *a;
+    uint32_t k;
+    uint64_t m = proto_op_piece(o, off, &a, &k);
+    if (m == 0) return;
+    if (m > n) m = n;
+    memcpy(a, src, m);
+    src += m;
+    off += m;
+    n -= m;
+  }
+}
+
+/* Copies n bytes of op o's buffers from byte `off` on to dst (gather). */
+XPU_FUNC void proto_op_gather(const struct proto_op *o, uint64_t off, uint8_t *dst, uint64_t n) {
+  while (n) {
+    uint8_t *a;
+    uint32_t k;
+    uint64_t m = proto_op_piece(o, off, &a, &k);
+    if (m == 0) return;
+    if (m > n) m = n;
+    memcpy(dst, a, m);
+    dst += m;
+    off += m;
+    n -= m;
+  }
 }
 
 /* The id an op goes by on the wire: index and generation. */
@@ -558,7 +652,7 @@ XPU_FUNC int proto_am_send(struct proto_ep *ep, uint32_t peer, uint32_t id, cons
 /* ---- receive ------------------------------------------------------------------------------------ */
 
 /* Handles one numbered packet; -FI_EAGAIN when it must wait. */
-XPU_FUNC int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h) {
+XPU_FUNC PROTO_OUTLINE int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h) {
   const uint8_t *payload = (const uint8_t *)(h + 1);
   switch (h->op) {
     case PROTO_OP_AM: {
@@ -575,6 +669,11 @@ XPU_FUNC int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer, const struct 
     case PROTO_OP_ATOMIC_REQ:
     case PROTO_OP_ATOMIC_RESP:
       return proto_amo_handle(ep, peer, h, payload);
+    case PROTO_OP_WRITE:
+    case PROTO_OP_READ_REQ:
+    case PROTO_OP_RMA_RESP:
+    case PROTO_OP_READ_NOTE:
+      return proto_rma_handle(ep, peer, h, payload);
     default:
       return 0;
   }
@@ -733,7 +832,7 @@ XPU_FUNC int proto_ep_idle(const struct proto_ep *ep) {
  * and transmits what waits. Copies up to `max` completions to out (which may
  * be NULL when max is 0); returns how many.
  */
-XPU_FUNC int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max) {
+XPU_FUNC PROTO_OUTLINE int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max) {
   if (!ep) return -FI_EINVAL;
   if (ep->stalled) {
     for (uint32_t i = 0; i < ep->cfg.max_peers && ep->stalled; ++i)

@@ -26,8 +26,21 @@
 extern "C" {
 #endif
 
+/*
+ * The entry points device calls reach from many call sites (every call at
+ * every scope): the device compiler keeps one copy of each instead of
+ * inlining the whole transport into every site.
+ */
+#if defined(__CUDACC__)
+#define PROTO_OUTLINE __noinline__
+#else
+#define PROTO_OUTLINE
+#endif
+
 #define PROTO_NONE 0xffffffffu
 #define PROTO_AM_MAX 32u
+/* Buffers one message or RMA may scatter into or gather from (fi_info iov_limit). */
+#define PROTO_IOV_MAX 4u
 
 /*
  * Receive buffers a peer may hold beyond its credits: CREDIT packets need no
@@ -126,6 +139,10 @@ struct proto_peer {
   uint32_t rx_next; /* next packet number to handle */
   uint32_t owed;    /* credits to give back */
   uint32_t *held;   /* credits entries: rx buffer index + 1 of packet rx_next + i, 0 = not here */
+  /* Operations we started towards the peer (sends, atomics, RMA) not completed yet: FI_FENCE. */
+  uint32_t ops_out;
+  /* The RMA op whose packets are being issued to the peer: the next waits (writes stay ordered). */
+  uint32_t rma_busy;
 };
 
 /* One registered region a peer's atomics may target. */
@@ -141,6 +158,7 @@ enum proto_op_kind {
   PROTO_K_SEND,   /* eager or rendezvous send with a completion */
   PROTO_K_RECV,   /* posted receive */
   PROTO_K_ATOMIC, /* atomic waiting for its reply */
+  PROTO_K_RMA,    /* fi_read / fi_write (rma.h) */
 };
 
 enum proto_op_state {
@@ -151,7 +169,26 @@ enum proto_op_state {
   PROTO_S_READ,    /* rendezvous receiver reading */
   PROTO_S_RXPUSH,  /* rendezvous receiver receiving pushed segments */
   PROTO_S_CTS,     /* rendezvous receiver about to ask for the push */
-  PROTO_S_FIN,     /* rendezvous receiver about to tell the sender it is done */
+  PROTO_S_FIN,     /* rendezvous receiver about to tell the sender it is done; RMA read: the note */
+  PROTO_S_WRITE,   /* RMA write issuing its WRITE packets */
+  PROTO_S_RREQ,    /* RMA read issuing READ_REQ packets (no RDMA read) */
+  PROTO_S_WAIT,    /* RMA waiting for the target's answers */
+};
+
+/* A buffer and its registration. Rendezvous needs rkey at the sender (remote read) and lkey at the receiver. */
+struct proto_buf {
+  void *addr;
+  uint64_t len;
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+/* One local buffer of a multi-buffer operation. */
+struct proto_seg {
+  uint64_t addr;
+  uint64_t len;
+  uint32_t lkey;
+  uint32_t reserved;
 };
 
 struct proto_op {
@@ -186,10 +223,15 @@ struct proto_op {
   uint8_t *result;
   uint32_t result_len;
   uint32_t mode; /* PROTO_OPM_* */
+  /* More than one buffer: seg[0..nseg) in order, buf = seg[0].addr and len their sum. */
+  uint32_t nseg;
+  uint32_t reserved3;
+  struct proto_seg seg[PROTO_IOV_MAX];
 };
 
 #define PROTO_OPM_SILENT 1u  /* no completion (an internal receive) */
 #define PROTO_OPM_DISCARD 2u /* FI_DISCARD: complete without data and without truncation */
+#define PROTO_OPM_COUNTED 4u /* counted in its peer's ops_out */
 
 /* What a transmit buffer holds until its SEND completes. */
 struct proto_txbuf {
@@ -240,6 +282,7 @@ struct proto_stats {
   uint64_t tx_errors;     /* send / read completions with an error status */
   uint64_t rdma_reads;    /* rendezvous RDMA reads issued */
   uint64_t pushed;        /* rendezvous DATA packets sent */
+  uint64_t rma_packets;   /* WRITE / READ_REQ packets sent */
   uint32_t last_tx_status; /* efa_io_comp_status of the latest of them */
   uint32_t reserved;
 };

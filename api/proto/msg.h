@@ -37,14 +37,6 @@
 extern "C" {
 #endif
 
-/* A buffer and its registration. Rendezvous needs rkey at the sender (remote read) and lkey at the receiver. */
-struct proto_buf {
-  void *addr;
-  uint64_t len;
-  uint32_t lkey;
-  uint32_t rkey;
-};
-
 XPU_FUNC uint64_t proto_msg_kind_flag(int tagged) { return tagged ? FI_TAGGED : FI_MSG; }
 
 XPU_FUNC struct proto_match *proto_matcher(struct proto_ep *ep, int tagged) { return tagged ? &ep->tm : &ep->um; }
@@ -94,16 +86,33 @@ XPU_FUNC void proto_recv_complete(struct proto_ep *ep, uint32_t i) {
 
 /* ---- sending ------------------------------------------------------------------------------------ */
 
+/* The total length of b[0..n); -1 for a buffer without memory or too many buffers. */
+XPU_FUNC int64_t proto_bufs_len(const struct proto_buf *b, uint32_t n) {
+  if (n > PROTO_IOV_MAX || (n && !b)) return -1;
+  uint64_t t = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (b[k].len && !b[k].addr) return -1;
+    t += b[k].len;
+  }
+  return (int64_t)t;
+}
+
 /*
- * Sends `b` to `peer`: tagged with `tag` when flags has FI_TAGGED, with
- * remote CQ data `data` when it has FI_REMOTE_CQ_DATA. The completion
- * (FI_SEND | FI_TAGGED or FI_MSG) carries `context`; FI_INJECT sends of
- * eager size have none and their buffer is free on return. 0; -FI_EINVAL;
- * -FI_EAGAIN (no transmit buffer or op free: progress and retry).
+ * Sends the concatenation of b[0..n) (n <= PROTO_IOV_MAX) to `peer`: tagged
+ * with `tag` when flags has FI_TAGGED, with remote CQ data `data` when it has
+ * FI_REMOTE_CQ_DATA. The completion (FI_SEND | FI_TAGGED or FI_MSG) carries
+ * `context`; FI_INJECT sends of eager size have none and their buffers are
+ * free on return. A rendezvous of several buffers is pushed (the receiver
+ * cannot read a gather list). 0; -FI_EINVAL; -FI_EAGAIN (no transmit buffer
+ * or op free: progress and retry).
  */
-XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_buf *b, uint64_t tag, uint64_t data,
-                        uint64_t flags, uint64_t context) {
-  if (!proto_peer_valid(ep, peer) || !b || (b->len && !b->addr)) return -FI_EINVAL;
+XPU_FUNC PROTO_OUTLINE int proto_sendv(struct proto_ep *ep, uint32_t peer, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
+                         uint64_t data, uint64_t flags, uint64_t context) {
+  const int64_t total = proto_bufs_len(bufs, nbuf);
+  if (!proto_peer_valid(ep, peer) || total < 0) return -FI_EINVAL;
+  const struct proto_buf one = {nbuf ? bufs[0].addr : 0, (uint64_t)total, nbuf ? bufs[0].lkey : 0,
+                                nbuf ? bufs[0].rkey : 0};
+  const struct proto_buf *b = &one;
   const int tagged = (flags & FI_TAGGED) != 0;
   const uint32_t eager = proto_eager_max(&ep->cfg, &ep->dev);
   const int rndv = b->len > eager;
@@ -121,7 +130,8 @@ XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_b
   struct proto_hdr *h = proto_tx_prepare(ep, t, peer, rndv ? PROTO_OP_RTS : PROTO_OP_EAGER, rndv ? 0 : (uint32_t)b->len);
   h->tag = tag;
   h->data = data;
-  h->flags = (tagged ? PROTO_WF_TAGGED : 0u) | ((flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u);
+  h->flags = (tagged ? PROTO_WF_TAGGED : 0u) | ((flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u) |
+             (rndv && nbuf > 1 ? PROTO_WF_PUSH : 0u);
   h->u0 = b->len;
   if (op != PROTO_NONE) {
     struct proto_op *o = &ep->ops[op];
@@ -129,12 +139,10 @@ XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_b
     o->context = context;
     o->flags = FI_SEND | proto_msg_kind_flag(tagged);
     o->tag = tag;
-    o->buf = (uint8_t *)b->addr;
-    o->len = b->len;
+    proto_op_set_bufs(o, bufs, nbuf);
     o->total = b->len;
-    o->lkey = b->lkey;
-    o->rkey = b->rkey;
     o->state = rndv ? PROTO_S_RTS : PROTO_S_POSTED;
+    proto_op_count(ep, op);
     /* Even an RTS counts: its completion may come after the FIN and must find the op. */
     ep->tx[t].op = op;
     o->inflight = 1;
@@ -142,11 +150,24 @@ XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_b
   if (rndv) {
     h->u1 = (uint64_t)proto_op_wire_id(ep, op) | ((uint64_t)b->rkey << 32);
     h->u2 = (uint64_t)(uintptr_t)b->addr;
-  } else if (b->len) {
+  } else if (nbuf == 1 && b->len) {
     memcpy(h + 1, b->addr, b->len);
+  } else {
+    uint8_t *d = (uint8_t *)(h + 1);
+    for (uint32_t k = 0; k < nbuf; ++k) {
+      if (bufs[k].len) memcpy(d, bufs[k].addr, bufs[k].len);
+      d += bufs[k].len;
+    }
   }
   proto_tx_submit(ep, t);
   return 0;
+}
+
+/* proto_sendv of the one buffer b. */
+XPU_FUNC int proto_send(struct proto_ep *ep, uint32_t peer, const struct proto_buf *b, uint64_t tag, uint64_t data,
+                        uint64_t flags, uint64_t context) {
+  if (!b) return -FI_EINVAL;
+  return proto_sendv(ep, peer, b, 1, tag, data, flags, context);
 }
 
 /* ---- receiving ------------------------------------------------------------------------------- */
@@ -163,7 +184,7 @@ XPU_FUNC void proto_rndv_start(struct proto_ep *ep, uint32_t i, uint32_t peer, c
   o->done = 0;
   const uint64_t want = o->total < o->len ? o->total : o->len;
   if (want == 0) o->state = PROTO_S_FIN;
-  else if (ep->dev.caps & PROTO_DEV_RDMA_READ) o->state = PROTO_S_READ;
+  else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && !(h->flags & PROTO_WF_PUSH)) o->state = PROTO_S_READ;
   else o->state = PROTO_S_CTS;
   proto_opq_push(ep, i);
 }
@@ -184,7 +205,7 @@ XPU_FUNC void proto_recv_deliver(struct proto_ep *ep, uint32_t i, uint32_t peer,
   }
   o->total = h->len;
   const uint64_t n = o->total < o->len ? o->total : o->len;
-  if (n) memcpy(o->buf, payload, n);
+  if (n) proto_op_scatter(o, 0, payload, n);
   proto_recv_complete(ep, i);
 }
 
@@ -238,9 +259,9 @@ XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct p
  * FI_ENOMSG. 0; -FI_EINVAL; -FI_EAGAIN (no op, match entry or completion
  * slot free: progress and retry).
  */
-XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, uint64_t tag, uint64_t ignore,
-                        uint64_t flags, uint64_t context) {
-  if (!ep || !b || (b->len && !b->addr)) return -FI_EINVAL;
+XPU_FUNC PROTO_OUTLINE int proto_recvv(struct proto_ep *ep, uint64_t src, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
+                         uint64_t ignore, uint64_t flags, uint64_t context) {
+  if (!ep || proto_bufs_len(bufs, nbuf) < 0) return -FI_EINVAL;
   if (src != PROTO_ADDR_ANY && !proto_peer_valid(ep, (uint32_t)src)) return -FI_EINVAL;
   const int tagged = (flags & FI_TAGGED) != 0;
   if (!tagged && (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))) return -FI_EINVAL;
@@ -305,9 +326,7 @@ XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_bu
   o->flags = kind;
   o->tag = tag;
   o->ignore = ignore;
-  o->buf = (uint8_t *)b->addr;
-  o->len = b->len;
-  o->lkey = b->lkey;
+  proto_op_set_bufs(o, bufs, nbuf);
   o->matcher = (uint32_t)tagged;
   o->state = PROTO_S_POSTED;
   if (flags & FI_CLAIM) {
@@ -321,6 +340,7 @@ XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_bu
     struct proto_unexp *x = &ep->unexp[u];
     if (flags & FI_DISCARD) {
       o->len = 0;
+      o->nseg = 0;
       o->mode = PROTO_OPM_DISCARD;
     }
     proto_recv_deliver(ep, i, x->peer, &x->hdr, x->payload);
@@ -338,6 +358,16 @@ XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_bu
     proto_unexp_release(ep, (uint32_t)hit.cookie);
   }
   return 0;
+}
+
+/*
+ * Posts a receive into `b` (the one-buffer form of proto_recvv, which takes
+ * up to PROTO_IOV_MAX buffers filled in order).
+ */
+XPU_FUNC int proto_recv(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, uint64_t tag, uint64_t ignore,
+                        uint64_t flags, uint64_t context) {
+  if (!b) return -FI_EINVAL;
+  return proto_recvv(ep, src, b, 1, tag, ignore, flags, context);
 }
 
 /*
@@ -383,36 +413,49 @@ XPU_FUNC int proto_rndv_reply(struct proto_ep *ep, uint32_t i, uint8_t op) {
   return 0;
 }
 
-/* Issues what op i can issue now; -FI_EAGAIN to be run again later. */
-XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
+/*
+ * Issues op i's RDMA reads of bytes [cursor, want) from its remote address
+ * into its buffers, rdma_chunk at a time and never across two buffers;
+ * -FI_EAGAIN when the SQ is full (the rest on a later call).
+ */
+XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want) {
   struct proto_op *o = &ep->ops[i];
+  uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
+  if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
+  while (o->cursor < want) {
+    uint8_t *a;
+    uint32_t lkey;
+    uint64_t n = proto_op_piece(o, o->cursor, &a, &lkey);
+    if (n > want - o->cursor) n = want - o->cursor;
+    if (n > chunk) n = chunk;
+    struct efa_dp_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.op = EFA_DP_OP_RDMA_READ;
+    wr.ah = ep->peers[o->peer].ahn;
+    wr.dest_qpn = ep->peers[o->peer].qpn;
+    wr.qkey = ep->peers[o->peer].qkey;
+    wr.num_sge = 1;
+    wr.sge[0].addr = (uint64_t)(uintptr_t)a;
+    wr.sge[0].length = (uint32_t)n;
+    wr.sge[0].lkey = lkey;
+    wr.remote_addr = o->remote_addr + o->cursor;
+    wr.rkey = o->remote_key;
+    wr.context = PROTO_WRC(PROTO_WRC_READ, i);
+    if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
+    o->cursor += n;
+    o->inflight++;
+    ep->stats.rdma_reads++;
+  }
+  return 0;
+}
+
+/* Issues what op i can issue now; -FI_EAGAIN to be run again later. */
+XPU_FUNC PROTO_OUTLINE int proto_op_run(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  if (o->kind == PROTO_K_RMA) return proto_rma_run(ep, i);
   switch (o->state) {
-    case PROTO_S_READ: {
-      const uint64_t want = o->total < o->len ? o->total : o->len;
-      uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
-      if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
-      while (o->cursor < want) {
-        const uint64_t n = want - o->cursor < chunk ? want - o->cursor : chunk;
-        struct efa_dp_wr wr;
-        memset(&wr, 0, sizeof(wr));
-        wr.op = EFA_DP_OP_RDMA_READ;
-        wr.ah = ep->peers[o->peer].ahn;
-        wr.dest_qpn = ep->peers[o->peer].qpn;
-        wr.qkey = ep->peers[o->peer].qkey;
-        wr.num_sge = 1;
-        wr.sge[0].addr = (uint64_t)(uintptr_t)(o->buf + o->cursor);
-        wr.sge[0].length = (uint32_t)n;
-        wr.sge[0].lkey = o->lkey;
-        wr.remote_addr = o->remote_addr + o->cursor;
-        wr.rkey = o->remote_key;
-        wr.context = PROTO_WRC(PROTO_WRC_READ, i);
-        if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
-        o->cursor += n;
-        o->inflight++;
-        ep->stats.rdma_reads++;
-      }
-      return 0;
-    }
+    case PROTO_S_READ:
+      return proto_op_read_issue(ep, i, o->total < o->len ? o->total : o->len);
     case PROTO_S_CTS:
       if (proto_rndv_reply(ep, i, PROTO_OP_CTS)) return -FI_EAGAIN;
       o->state = PROTO_S_RXPUSH;
@@ -430,7 +473,7 @@ XPU_FUNC int proto_op_run(struct proto_ep *ep, uint32_t i) {
         struct proto_hdr *h = proto_tx_prepare(ep, t, o->peer, PROTO_OP_DATA, n);
         h->u0 = o->remote_id;
         h->u1 = o->cursor;
-        memcpy(h + 1, o->buf + o->cursor, n);
+        proto_op_gather(o, o->cursor, (uint8_t *)(h + 1), n);
         ep->tx[t].op = i;
         if (proto_tx_emit(ep, t)) {
           proto_tx_release(ep, t);
@@ -457,7 +500,9 @@ XPU_FUNC void proto_op_wqe_done(struct proto_ep *ep, uint32_t i, uint32_t status
     o->prov_errno = (int32_t)status;
   }
   if (o->inflight) return;
-  if (o->kind == PROTO_K_SEND) {
+  if (o->kind == PROTO_K_RMA) {
+    proto_rma_wqe_done(ep, i);
+  } else if (o->kind == PROTO_K_SEND) {
     /* POSTED: an eager packet, or a rendezvous whose FIN came first; RTS with an error: it never arrived. */
     if (o->state == PROTO_S_POSTED || (o->state == PROTO_S_PUSH && o->cursor >= o->total) ||
         (o->state == PROTO_S_RTS && o->err))
@@ -509,7 +554,7 @@ XPU_FUNC int proto_msg_handle(struct proto_ep *ep, uint32_t peer, const struct p
       const uint64_t want = o->total < o->len ? o->total : o->len;
       if (h->u1 >= want) return 0;
       const uint64_t n = want - h->u1 < h->len ? want - h->u1 : h->len;
-      memcpy(o->buf + h->u1, payload, n);
+      proto_op_scatter(o, h->u1, payload, n);
       o->done += n;
       if (o->done >= want) proto_recv_complete(ep, i);
       return 0;

@@ -20,7 +20,10 @@
  * Data path (all return 0 or a negative FI_E*; -FI_EAGAIN means progress and retry):
  *   proto_am_set_handler / proto_am_send         active messages (core.h)
  *   proto_send / proto_recv / proto_cancel        messages, tagged or not (msg.h)
+ *   proto_sendv / proto_recvv                     the same over up to PROTO_IOV_MAX buffers
  *   proto_atomic                                  atomics (amo.h)
+ *   proto_rma                                     fi_read / fi_write (rma.h)
+ *   proto_peer_ops_out                            what FI_FENCE waits for (core.h)
  *   proto_progress(&ep, comps, n)                 completions (struct proto_comp)
  * The consumer drives its device as it does for any QP (an emulated device's
  * progress(), nothing on hardware) and calls proto_progress.
@@ -32,6 +35,7 @@
 #include "api/proto/core.h"
 #include "api/proto/ep.h"
 #include "api/proto/msg.h"
+#include "api/proto/rma.h"
 #include "api/proto/wire.h"
 
 #endif /* XPUFAB_API_PROTO_PROTO_H_ */

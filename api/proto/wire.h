@@ -38,11 +38,17 @@ enum proto_wire_op {
   PROTO_OP_ATOMIC_REQ = 7,  /* atomic: op, datatype, count, address, key, operands */
   PROTO_OP_ATOMIC_RESP = 8, /* status and fetched values */
   PROTO_OP_CREDIT = 9,      /* credits only; not numbered, needs no credit */
+  PROTO_OP_WRITE = 10,      /* one segment of an RMA write: ids, key, offset, address, payload */
+  PROTO_OP_READ_REQ = 11,   /* asks for one segment of an RMA read */
+  PROTO_OP_RMA_RESP = 12,   /* status of a write, or one read segment */
+  PROTO_OP_READ_NOTE = 13,  /* an RDMA read of the target's memory finished (its counter) */
 };
 
 /* PROTO_OP_EAGER / PROTO_OP_RTS flags. */
 #define PROTO_WF_TAGGED (1u << 0)   /* matched against tagged receives, else untagged */
 #define PROTO_WF_CQ_DATA (1u << 1)  /* `data` is remote CQ data */
+#define PROTO_WF_LAST (1u << 2)     /* WRITE / READ_REQ: the operation's last segment */
+#define PROTO_WF_PUSH (1u << 3)     /* RTS: the sender's data is in several buffers, ask for a push */
 
 #define PROTO_ADDR_UNKNOWN 0xffffu
 
@@ -56,6 +62,12 @@ enum proto_wire_op {
  *   ATOMIC_REQ   u0 = requester op id | fi_op << 32 | fi_datatype << 40 | kind << 48,
  *                u1 = count | rkey << 32, u2 = target address
  *   ATOMIC_RESP  u0 = requester op id, u1 = efa_io_comp_status
+ *   WRITE        u0 = requester op id | rkey << 32, u1 = offset, u2 = target address,
+ *                tag = total length, data = remote CQ data
+ *   READ_REQ     u0 = requester op id | rkey << 32, u1 = offset, u2 = target address,
+ *                tag = total length, data = bytes wanted
+ *   RMA_RESP     u0 = requester op id, u1 = efa_io_comp_status | bytes << 32, u2 = offset
+ *   READ_NOTE    u0 = bytes read
  */
 struct proto_hdr {
   uint8_t op;       /* enum proto_wire_op */

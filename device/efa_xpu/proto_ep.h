@@ -91,8 +91,10 @@ XPU_DEVICE_FUNC int efa_xpu_proto_buf_(const void *buf, size_t len, const void *
 
 /* The counter a core completion advances (libfabric: atomics count as writes, fetching ones as reads). */
 XPU_DEVICE_FUNC struct efa_xpu_cntr *efa_xpu_proto_cntr_(const struct efa_xpu_ep *e, uint64_t flags) {
+  if (flags & FI_REMOTE_WRITE) return e->cntr_remote_write;
+  if (flags & FI_REMOTE_READ) return e->cntr_remote_read;
   if (flags & FI_RECV) return e->cntr_recv;
-  if (flags & FI_ATOMIC) return (flags & FI_READ) ? e->cntr_read : e->cntr_write;
+  if (flags & (FI_ATOMIC | FI_RMA)) return (flags & FI_READ) ? e->cntr_read : e->cntr_write;
   if (flags & FI_SEND) return e->cntr_send;
   return NULL;
 }
@@ -155,6 +157,8 @@ XPU_DEVICE_FUNC int64_t efa_xpu_proto_cq_poll_(struct efa_xpu_cq *c, void *buf, 
       struct proto_comp pc;
       if (proto_progress(p, &pc, 1) <= 0) break;
       efa_xpu_proto_count_(e, &pc);
+      /* A peer's RMA on our memory is counted; only one with remote CQ data is an entry. */
+      if ((pc.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) && !(pc.flags & FI_REMOTE_CQ_DATA)) continue;
       if (pc.err) {
         c->err.op_context = pc.op_context;
         c->err.flags = pc.flags;

@@ -295,6 +295,40 @@ TEST_P(Atomics, BadInputIsRefusedOrReportedWithTheEfaStatus) {
   });
 }
 
+// FI_ORDER_ATOMIC_WAW / RAW: atomic writes of one word posted back to back land in order, and
+// a fetch posted after them reads the last one, whatever order SRD delivers them in.
+TEST_P(Atomics, AtomicsOnOneWordExecuteInPostingOrder) {
+  group(2, [](Member& m, Node& n, Peers& p) {
+    const uint64_t need = FI_ORDER_ATOMIC_WAW | FI_ORDER_ATOMIC_RAW;
+    GROUP_CHECK((n.info()->tx_attr->msg_order & need) == need);
+    constexpr uint64_t kWrites = 40;
+    if (m.rank() == 1) {
+      const Remote& t = p.remote[0];
+      uint64_t* vals = reinterpret_cast<uint64_t*>(n.at(4096));
+      for (uint64_t i = 0; i < kWrites; ++i) vals[i] = 1000 + i;
+      for (uint64_t i = 0; i < kWrites; ++i)
+        GROUP_CHECK(post_retrying(n, [&] {
+                      return fi_atomic(n.ep(), &vals[i], 1, n.desc(), p.addr[0], t.addr, t.key,
+                                       FI_UINT64, FI_ATOMIC_WRITE, nullptr);
+                    }) == 0);
+      uint64_t* got = reinterpret_cast<uint64_t*>(n.at(0));
+      *got = 0;
+      int ctx;
+      GROUP_CHECK(post_retrying(n, [&] {
+                    return fi_fetch_atomic(n.ep(), nullptr, 1, nullptr, got, n.desc(), p.addr[0],
+                                           t.addr, t.key, FI_UINT64, FI_ATOMIC_READ, &ctx);
+                  }) == 0);
+      for (uint64_t i = 0; i <= kWrites; ++i) (void)n.expect();
+      GROUP_CHECK(*got == 1000 + kWrites - 1);
+      m.barrier();
+    } else {
+      *reinterpret_cast<uint64_t*>(n.at(0)) = 0;
+      m.barrier();
+      GROUP_CHECK(*reinterpret_cast<uint64_t*>(n.at(0)) == 1000 + kWrites - 1);
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, Atomics,
                          ::testing::Values(Wire::kShm, Wire::kUdp, Wire::kShmFaults),
                          [](const ::testing::TestParamInfo<Wire>& i) { return wire_name(i.param); });

@@ -33,7 +33,13 @@ fi_info* protocol_hints() {
   return h;
 }
 
-Node::Node(size_t buffer_bytes, fi_info* hints) : buf_(buffer_bytes) {
+fi_info* rma_hints() {
+  fi_info* h = protocol_hints();
+  h->caps |= FI_RMA | FI_RMA_EVENT | FI_FENCE;
+  return h;
+}
+
+Node::Node(size_t buffer_bytes, fi_info* hints, bool counters) : buf_(buffer_bytes) {
   if (!hints) hints = protocol_hints();
   const int rc = fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_);
   fi_freeinfo(hints);
@@ -51,6 +57,22 @@ Node::Node(size_t buffer_bytes, fi_info* hints) : buf_(buffer_bytes) {
   GROUP_CHECK(fi_endpoint(domain_, info_, &ep_, nullptr) == 0);
   GROUP_CHECK(fi_ep_bind(ep_, &av_->fid, 0) == 0);
   GROUP_CHECK(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV) == 0);
+  if (counters) {
+    const struct {
+      fid_cntr** c;
+      uint64_t flag;
+    } want[] = {{&cntrs_.write, FI_WRITE},
+                {&cntrs_.read, FI_READ},
+                {&cntrs_.remote_write, FI_REMOTE_WRITE},
+                {&cntrs_.remote_read, FI_REMOTE_READ}};
+    for (const auto& w : want) {
+      fi_cntr_attr a{};
+      a.events = FI_CNTR_EVENTS_COMP;
+      a.wait_obj = FI_WAIT_UNSPEC;
+      GROUP_CHECK(fi_cntr_open(domain_, &a, w.c, nullptr) == 0);
+      GROUP_CHECK(fi_ep_bind(ep_, &(*w.c)->fid, w.flag) == 0);
+    }
+  }
   GROUP_CHECK(fi_enable(ep_) == 0);
   GROUP_CHECK(fi_mr_reg(domain_, buf_.data(), buf_.size(),
                         FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
@@ -60,6 +82,8 @@ Node::Node(size_t buffer_bytes, fi_info* hints) : buf_(buffer_bytes) {
 Node::~Node() {
   if (mr_) GROUP_CHECK(fi_close(&mr_->fid) == 0);
   if (ep_) GROUP_CHECK(fi_close(&ep_->fid) == 0);
+  for (fid_cntr* c : {cntrs_.write, cntrs_.read, cntrs_.remote_write, cntrs_.remote_read})
+    if (c) GROUP_CHECK(fi_close(&c->fid) == 0);
   if (cq_) GROUP_CHECK(fi_close(&cq_->fid) == 0);
   if (av_) GROUP_CHECK(fi_close(&av_->fid) == 0);
   if (domain_) GROUP_CHECK(fi_close(&domain_->fid) == 0);

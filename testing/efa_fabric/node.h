@@ -34,10 +34,22 @@ Remote decode(const std::string& blob);
 // The hints of an application of the protocol fabric: messages, tagged ones with receives that
 // name their source, atomics.
 fi_info* protocol_hints();
+// The same with RMA and its remote events (remote counters, remote CQ data).
+fi_info* rma_hints();
+
+// Counters a node binds: what it initiated and what peers did to its memory.
+struct Counters {
+  fid_cntr* write = nullptr;
+  fid_cntr* read = nullptr;
+  fid_cntr* remote_write = nullptr;
+  fid_cntr* remote_read = nullptr;
+};
 
 class Node {
  public:
-  explicit Node(size_t buffer_bytes, fi_info* hints = nullptr);  // takes the hints
+  // Takes the hints; `counters`: one counter each for FI_WRITE, FI_READ, FI_REMOTE_WRITE and
+  // FI_REMOTE_READ, bound before the endpoint is enabled.
+  explicit Node(size_t buffer_bytes, fi_info* hints = nullptr, bool counters = false);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -51,6 +63,7 @@ class Node {
   fid_cq* cq() const { return cq_; }
   fid_domain* domain() const { return domain_; }
   const fi_info* info() const { return info_; }
+  const Counters& counters() const { return cntrs_; }
 
   // One completion: 1 with *e filled, -FI_EAVAIL with *err filled, -FI_ETIMEDOUT after `ms`.
   // Reading the CQ drives the protocol, as applications do.
@@ -70,6 +83,7 @@ class Node {
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   fid_mr* mr_ = nullptr;
+  Counters cntrs_;
   std::vector<uint8_t> buf_;
 };
 

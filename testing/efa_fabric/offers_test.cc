@@ -76,6 +76,17 @@ TEST_F(Offers, TheOfferStatesWhatTheProtocolGives) {
   EXPECT_GT(i->rx_attr->size, 0u);
   EXPECT_EQ(i->domain_attr->mr_mode, kMrMode);
   EXPECT_FALSE(i->mode & FI_RX_CQ_DATA);
+  // What the core keeps although SRD reorders: matching, atomics and writes in posting order
+  // (rma_test, tagged_test and atomics_test check each); nothing about RDMA reads.
+  const uint64_t order = FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
+                         FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+  EXPECT_EQ(i->tx_attr->msg_order, order);
+  EXPECT_EQ(i->rx_attr->msg_order, order);
+  EXPECT_FALSE(i->tx_attr->msg_order & (FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RAW));
+  EXPECT_EQ(i->tx_attr->iov_limit, 4u);
+  EXPECT_EQ(i->rx_attr->iov_limit, 4u);
+  // Secondary capabilities come unasked; FI_RMA (primary) when the hints ask (rma_test).
+  EXPECT_EQ(i->caps & (FI_RMA_EVENT | FI_FENCE), FI_RMA_EVENT | FI_FENCE);
 }
 
 TEST_F(Offers, FabricNamedEfaSelectsTheProtocolFabric) {
@@ -103,9 +114,15 @@ TEST_F(Offers, PlainAndXpuHintsKeepEfaDirectFirst) {
   bool protocol_too = false;
   for (fi_info* i = got_; i; i = i->next) protocol_too |= is_protocol(i);
   EXPECT_TRUE(protocol_too);
-  // RMA is efa-direct's alone.
+  // RMA: efa-direct first, the protocol fabric (which has it on every generation) after it.
   ASSERT_EQ(get(hints(FI_MSG | FI_RMA)), 0);
-  for (fi_info* i = got_; i; i = i->next) EXPECT_STREQ(i->fabric_attr->name, "efa-direct");
+  EXPECT_STREQ(got_->fabric_attr->name, "efa-direct");
+  protocol_too = false;
+  for (fi_info* i = got_; i; i = i->next) {
+    EXPECT_TRUE(i->caps & FI_RMA);
+    protocol_too |= is_protocol(i);
+  }
+  EXPECT_TRUE(protocol_too);
   ASSERT_EQ(get(hints(FI_MSG | FI_RMA | FI_XPU)), 0);
   EXPECT_STREQ(got_->fabric_attr->name, "efa-direct");
   EXPECT_TRUE(got_->caps & FI_XPU);

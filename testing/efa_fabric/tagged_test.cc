@@ -1,12 +1,15 @@
 // Tagged messages and messages beyond the MTU between two processes on the protocol fabric,
 // through the public API, over shared memory, UDP, and shared memory with loss and reordering:
 // matching out of order and in posting order, unexpected messages with FI_PEEK / FI_CLAIM /
-// FI_DISCARD, ignore masks, fi_cancel, 4 MiB tagged and untagged messages, remote CQ data, and
-// truncation.
+// FI_DISCARD, ignore masks, fi_cancel, 4 MiB tagged and untagged messages, remote CQ data,
+// truncation, scatter/gather over several buffers, posting order, and blocking CQ reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "testing/efa_fabric/env.h"
 #include "testing/efa_fabric/group_util.h"
@@ -325,6 +328,165 @@ TEST_P(Tagged, AMessageFromASenderNotYetInTheAvIsKept) {
   ASSERT_EQ(st.size(), 2u);
   EXPECT_EQ(st[0], 0) << "receiver";
   EXPECT_EQ(st[1], 0) << "sender";
+}
+
+// Scatter/gather up to the advertised iov_limit: eager messages gathered from and scattered
+// into several buffers, a rendezvous from several buffers (pushed) and from one (read into
+// several), the msg forms, and truncation across buffers.
+TEST_P(Tagged, SeveralBuffersGatherAndScatter) {
+  pair([](Member& m, Node& n, fi_addr_t peer) {
+    GROUP_CHECK(n.info()->tx_attr->iov_limit == 4 && n.info()->rx_attr->iov_limit == 4);
+    constexpr size_t kSmall = 5000, kLarge = (1u << 20) + 77;
+    void* d[4] = {n.desc(), n.desc(), n.desc(), n.desc()};
+    int ctx[5];
+    if (m.rank() == 0) {
+      memset(n.at(0), 0, 8u << 20);
+      iovec a[2] = {{n.at(0), 1000}, {n.at(4096), 4000}};
+      GROUP_CHECK(fi_trecvv(n.ep(), a, d, 2, FI_ADDR_UNSPEC, 1, 0, &ctx[0]) == 0);
+      iovec b[4] = {{n.at(1u << 20), 1}, {n.at((1u << 20) + 64), 500000},
+                    {n.at(2u << 20), 48576}, {n.at(3u << 20), kLarge - 548577}};
+      GROUP_CHECK(fi_trecvv(n.ep(), b, d, 4, FI_ADDR_UNSPEC, 2, 0, &ctx[1]) == 0);
+      iovec c[3] = {{n.at(4u << 20), 300000}, {n.at(5u << 20), 300000}, {n.at(6u << 20), kLarge - 600000}};
+      GROUP_CHECK(fi_trecvv(n.ep(), c, d, 3, FI_ADDR_UNSPEC, 3, 0, &ctx[2]) == 0);
+      iovec u[2] = {{n.at(7u << 20), 10}, {n.at((7u << 20) + 100), 4990}};
+      fi_msg msg{};
+      msg.msg_iov = u;
+      msg.desc = d;
+      msg.iov_count = 2;
+      msg.addr = FI_ADDR_UNSPEC;
+      msg.context = &ctx[3];
+      GROUP_CHECK(fi_recvmsg(n.ep(), &msg, 0) == 0);
+      iovec t[2] = {{n.at((7u << 20) + 8192), 100}, {n.at((7u << 20) + 16384), 100}};
+      GROUP_CHECK(fi_trecvv(n.ep(), t, d, 2, FI_ADDR_UNSPEC, 5, 0, &ctx[4]) == 0);
+      m.barrier();
+      std::vector<uint8_t> got(kLarge);
+      auto gather = [&](const iovec* v, size_t k, size_t len) {
+        size_t off = 0;
+        for (size_t i = 0; i < k && off < len; ++i) {
+          const size_t n2 = std::min(v[i].iov_len, len - off);
+          memcpy(got.data() + off, v[i].iov_base, n2);
+          off += n2;
+        }
+        return off;
+      };
+      for (int i = 0; i < 5; ++i) {
+        fi_cq_tagged_entry e{};
+        fi_cq_err_entry err{};
+        const int rc = n.wait(&e, &err);
+        if (rc == -FI_EAVAIL) {
+          GROUP_CHECK(err.op_context == &ctx[4] && err.err == FI_ETRUNC);
+          GROUP_CHECK(err.len == 200 && err.olen == 100);
+          GROUP_CHECK(gather(t, 2, 200) == 200 && has_pattern(got.data(), 200, 5));
+          continue;
+        }
+        GROUP_CHECK(rc == 1);
+        if (e.op_context == &ctx[0]) {
+          GROUP_CHECK(e.len == kSmall && gather(a, 2, kSmall) == kSmall && has_pattern(got.data(), kSmall, 1));
+        } else if (e.op_context == &ctx[1]) {
+          GROUP_CHECK(e.len == kLarge && gather(b, 4, kLarge) == kLarge && has_pattern(got.data(), kLarge, 2));
+        } else if (e.op_context == &ctx[2]) {
+          GROUP_CHECK(e.len == kLarge && gather(c, 3, kLarge) == kLarge && has_pattern(got.data(), kLarge, 3));
+        } else {
+          GROUP_CHECK(e.op_context == &ctx[3] && (e.flags & FI_MSG) && e.len == kSmall);
+          GROUP_CHECK(gather(u, 2, kSmall) == kSmall && has_pattern(got.data(), kSmall, 4));
+        }
+      }
+    } else {
+      fill(n.at(0), kSmall, 1);
+      fill(n.at(1u << 20), kLarge, 2);
+      fill(n.at(3u << 20), kLarge, 3);
+      fill(n.at(5u << 20), kSmall, 4);
+      fill(n.at(6u << 20), 300, 5);
+      m.barrier();
+      iovec a[3] = {{n.at(0), 1}, {n.at(1), 2999}, {n.at(3000), 2000}};
+      GROUP_CHECK(fi_tsendv(n.ep(), a, d, 3, peer, 1, &ctx[0]) == 0);
+      // Several buffers: the receiver is asked to take a push.
+      iovec b[4] = {{n.at(1u << 20), 333333}, {n.at((1u << 20) + 333333), 1},
+                    {n.at((1u << 20) + 333334), 100000}, {n.at((1u << 20) + 433334), kLarge - 433334}};
+      GROUP_CHECK(fi_tsendv(n.ep(), b, d, 4, peer, 2, &ctx[1]) == 0);
+      // One buffer: read into the receiver's three.
+      GROUP_CHECK(fi_tsend(n.ep(), n.at(3u << 20), kLarge, n.desc(), peer, 3, &ctx[2]) == 0);
+      iovec u[2] = {{n.at(5u << 20), 2500}, {n.at((5u << 20) + 2500), 2500}};
+      fi_msg msg{};
+      msg.msg_iov = u;
+      msg.desc = d;
+      msg.iov_count = 2;
+      msg.addr = peer;
+      msg.context = &ctx[3];
+      GROUP_CHECK(fi_sendmsg(n.ep(), &msg, 0) == 0);
+      iovec t[2] = {{n.at(6u << 20), 150}, {n.at((6u << 20) + 150), 150}};
+      GROUP_CHECK(fi_tsendv(n.ep(), t, d, 2, peer, 5, &ctx[4]) == 0);
+      iovec five[5] = {};
+      GROUP_CHECK(fi_tsendv(n.ep(), five, d, 5, peer, 9, nullptr) == -FI_EINVAL);
+      for (int i = 0; i < 5; ++i) {
+        const fi_cq_tagged_entry e = n.expect(60000);
+        GROUP_CHECK(e.flags & FI_SEND);
+      }
+    }
+  });
+}
+
+// FI_ORDER_SAS: messages both match go to receives in the sender's posting order, eager and
+// rendezvous mixed, whatever order SRD delivers their packets in.
+TEST_P(Tagged, SendsMatchInPostingOrder) {
+  pair([](Member& m, Node& n, fi_addr_t peer) {
+    GROUP_CHECK(n.info()->tx_attr->msg_order & FI_ORDER_SAS);
+    constexpr int kMsgs = 24;
+    auto size = [](int i) -> size_t { return i % 3 == 2 ? 200000 + i : 1000 + i; };
+    if (m.rank() == 0) {
+      for (int i = 0; i < kMsgs; ++i)
+        GROUP_CHECK(fi_trecv(n.ep(), n.at(static_cast<size_t>(i) << 18), 1u << 18, n.desc(),
+                             FI_ADDR_UNSPEC, 42, 0, nullptr) == 0);
+      m.barrier();
+      for (int i = 0; i < kMsgs; ++i) (void)n.expect(60000);
+      for (int i = 0; i < kMsgs; ++i)
+        GROUP_CHECK(has_pattern(n.at(static_cast<size_t>(i) << 18), size(i), 300 + i));
+    } else {
+      for (int i = 0; i < kMsgs; ++i) fill(n.at(static_cast<size_t>(i) << 18), size(i), 300 + i);
+      m.barrier();
+      for (int i = 0; i < kMsgs; ++i)
+        GROUP_CHECK(post_retrying(n, [&] {
+                      return fi_tsend(n.ep(), n.at(static_cast<size_t>(i) << 18), size(i),
+                                      n.desc(), peer, 42, nullptr);
+                    }) == 0);
+      for (int i = 0; i < kMsgs; ++i) GROUP_CHECK(is_send(n.expect(60000)));
+    }
+  });
+}
+
+// fi_cq_sread with no timeout returns each message of a ping-pong. The time per round trip is
+// printed (the waits woke on the completion or, before, only when a 5 ms slice ran out).
+TEST_P(Tagged, BlockingReadsReturnEachCompletion) {
+  pair([](Member& m, Node& n, fi_addr_t peer) {
+    constexpr int kRounds = 100;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRounds; ++i) {
+      const bool first = (m.rank() == 1);
+      fi_cq_tagged_entry e{};
+      auto recv_one = [&] {
+        GROUP_CHECK(fi_trecv(n.ep(), n.at(0), 64, n.desc(), FI_ADDR_UNSPEC, 9, 0, nullptr) == 0);
+        // Our own send's completion may come first.
+        for (;;) {
+          GROUP_CHECK(fi_cq_sread(n.cq(), &e, 1, nullptr, -1) == 1);
+          if (e.flags & FI_RECV) break;
+        }
+        GROUP_CHECK(e.tag == 9 && e.len == 64);
+      };
+      if (!first) recv_one();
+      GROUP_CHECK(post_retrying(n, [&] {
+                    return fi_tsend(n.ep(), n.at(4096), 64, n.desc(), peer, 9, nullptr);
+                  }) == 0);
+      if (first) recv_one();
+    }
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double load = 0;
+    if (FILE* f = fopen("/proc/loadavg", "r")) {
+      if (fscanf(f, "%lf", &load) != 1) load = 0;
+      fclose(f);
+    }
+    if (m.rank() == 1)
+      printf("fi_cq_sread ping-pong: %.1f us per round trip (load average %.2f)\n", us / kRounds, load);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, Tagged,

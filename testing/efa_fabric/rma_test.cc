@@ -1,0 +1,326 @@
+// RMA on the protocol fabric between two processes, through the public API, over shared memory,
+// UDP, and shared memory with loss and reordering, on a device with RDMA read and on one without
+// (EFA gen1, where the core reads in packets): every fi_read / fi_write form beyond the MTU and
+// over several buffers, remote CQ data and remote counters at the target, a bad key reported
+// with the EFA status, FI_FENCE ordering a read after a write, and writes landing in posting
+// order.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "testing/efa_fabric/env.h"
+#include "testing/efa_fabric/group_util.h"
+
+namespace xpufab::efa_fabric {
+namespace {
+
+constexpr size_t kBuf = 8u << 20;
+constexpr size_t kBig = (1u << 20) + 12345;  // many packets, not a multiple of any of them
+// The EFA completion status of an access the target's keys or bounds refuse.
+constexpr int kEfaRemoteBadAddress = 7;
+
+struct Setup {
+  Wire wire;
+  const char* profile;  // FI_EFA_EMU_PROFILE; nullptr for the emulator's default
+};
+
+std::string setup_name(const ::testing::TestParamInfo<Setup>& i) {
+  return std::string(wire_name(i.param.wire)) + (i.param.profile ? i.param.profile : "");
+}
+
+class Rma : public ::testing::TestWithParam<Setup> {
+ protected:
+  // Runs `fn` in two processes with counters bound; rank 0 is the target, rank 1 the initiator.
+  template <typename Fn>
+  void pair(Fn fn) {
+    use_wire(GetParam().wire, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (GetParam().profile) setenv("FI_EFA_EMU_PROFILE", GetParam().profile, 1);
+    else unsetenv("FI_EFA_EMU_PROFILE");
+    const std::vector<int> st = run_group(2, 120, [&](Member& m) {
+      Node n(kBuf, rma_hints(), true);
+      Peers p = connect(m, n);
+      m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
+      fn(m, n, p);
+      m.barrier();
+      m.set_idle(nullptr);
+    });
+    unsetenv("FI_EFA_EMU_PROFILE");
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_EQ(st[0], 0) << "target";
+    EXPECT_EQ(st[1], 0) << "initiator";
+  }
+};
+
+bool is_rma(const fi_cq_tagged_entry& e, uint64_t dir) {
+  return (e.flags & (FI_RMA | dir)) == (FI_RMA | dir);
+}
+
+// Waits for `c` to reach `v`, reading the CQ meanwhile (the protocol's progress).
+void wait_cntr(Node& n, fid_cntr* c, uint64_t v) {
+  const int rc = fi_cntr_wait(c, v, 20000);
+  if (rc) fprintf(stderr, "counter at %llu (errors %llu), waited for %llu: %d\n",
+                  static_cast<unsigned long long>(fi_cntr_read(c)),
+                  static_cast<unsigned long long>(fi_cntr_readerr(c)),
+                  static_cast<unsigned long long>(v), rc);
+  GROUP_CHECK(rc == 0);
+  GROUP_CHECK(fi_cntr_read(c) == v);
+  (void)n;
+}
+
+TEST_P(Rma, TheOfferHasRmaAndItsEvents) {
+  pair([](Member&, Node& n, Peers&) {
+    const fi_info* i = n.info();
+    GROUP_CHECK((i->caps & (FI_RMA | FI_RMA_EVENT | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                            FI_REMOTE_WRITE | FI_FENCE)) ==
+                (FI_RMA | FI_RMA_EVENT | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                 FI_FENCE));
+    GROUP_CHECK(i->tx_attr->iov_limit == 4 && i->rx_attr->iov_limit == 4);
+    GROUP_CHECK(i->tx_attr->rma_iov_limit == 1);
+    GROUP_CHECK(i->ep_attr->max_msg_size >= kBig);
+  });
+}
+
+TEST_P(Rma, WritesAndReadsBeyondTheMtuInEveryForm) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    const Counters& c = n.counters();
+    int ctx[8];
+    if (m.rank() == 1) {
+      // fi_write of many packets, then fi_read of what the target filled.
+      fill(n.at(0), kBig, 1);
+      GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, n.desc(), p.addr[0], t.addr + 16, t.key,
+                           &ctx[0]) == 0);
+      fi_cq_tagged_entry e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[0] && is_rma(e, FI_WRITE) && e.len == kBig);
+      wait_cntr(n, c.write, 1);
+      m.barrier();  // the target checks the write and fills its read region
+      m.barrier();
+      memset(n.at(2u << 20), 0, kBig);
+      GROUP_CHECK(fi_read(n.ep(), n.at(2u << 20), kBig, n.desc(), p.addr[0], t.addr + (4u << 20),
+                          t.key, &ctx[1]) == 0);
+      e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[1] && is_rma(e, FI_READ) && e.len == kBig);
+      GROUP_CHECK(has_pattern(n.at(2u << 20), kBig, 2));
+      wait_cntr(n, c.read, 1);
+      // Gather and scatter over three local buffers of uneven sizes, and the msg forms.
+      fill(n.at(0), 3 * 9000, 3);
+      iovec w[3] = {{n.at(0), 100}, {n.at(100), 20000}, {n.at(20100), 6900}};
+      void* d[3] = {n.desc(), n.desc(), n.desc()};
+      GROUP_CHECK(fi_writev(n.ep(), w, d, 3, p.addr[0], t.addr + (6u << 20), t.key, &ctx[2]) == 0);
+      e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[2] && is_rma(e, FI_WRITE) && e.len == 27000);
+      memset(n.at(1u << 20), 0, 27000);
+      iovec r[3] = {{n.at(1u << 20), 9999}, {n.at((1u << 20) + 9999), 1}, {n.at((1u << 20) + 10000), 17000}};
+      fi_rma_iov rv{t.addr + (6u << 20), 27000, t.key};
+      fi_msg_rma msg{};
+      msg.msg_iov = r;
+      msg.desc = d;
+      msg.iov_count = 3;
+      msg.addr = p.addr[0];
+      msg.rma_iov = &rv;
+      msg.rma_iov_count = 1;
+      msg.context = &ctx[3];
+      GROUP_CHECK(fi_readmsg(n.ep(), &msg, 0) == 0);
+      e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[3] && is_rma(e, FI_READ) && e.len == 27000);
+      GROUP_CHECK(has_pattern(n.at(1u << 20), 27000, 3));
+      // fi_readv of the same bytes into two buffers.
+      memset(n.at(1u << 20), 0, 27000);
+      iovec r2[2] = {{n.at(1u << 20), 13500}, {n.at((1u << 20) + 13500), 13500}};
+      GROUP_CHECK(fi_readv(n.ep(), r2, d, 2, p.addr[0], t.addr + (6u << 20), t.key, &ctx[4]) == 0);
+      e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[4] && has_pattern(n.at(1u << 20), 27000, 3));
+      // fi_writemsg, and fi_inject_write (nothing reported, buffer reusable at once).
+      fill(n.at(0), 4096, 4);
+      iovec one{n.at(0), 4096};
+      fi_rma_iov wv{t.addr + (7u << 20), 4096, t.key};
+      msg.msg_iov = &one;
+      msg.iov_count = 1;
+      msg.rma_iov = &wv;
+      msg.context = &ctx[5];
+      GROUP_CHECK(fi_writemsg(n.ep(), &msg, FI_INJECT) == 0);
+      memset(n.at(0), 0, 4096);  // FI_INJECT: the data was taken
+      e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[5] && is_rma(e, FI_WRITE));
+      fill(n.at(8192), 256, 5);
+      GROUP_CHECK(post_retrying(n, [&] {
+                    return fi_inject_write(n.ep(), n.at(8192), 256, p.addr[0],
+                                           t.addr + (7u << 20) + 4096, t.key);
+                  }) == 0);
+      memset(n.at(8192), 0, 256);
+      // The inject reports nothing and counts nothing here; the target counts it (below).
+      wait_cntr(n, c.write, 3);
+      n.expect_nothing(50);
+      m.barrier();
+    } else {
+      // The target counts what the peer did to its memory.
+      wait_cntr(n, c.remote_write, 1);
+      m.barrier();
+      GROUP_CHECK(has_pattern(n.at(16), kBig, 1));
+      fill(n.at(4u << 20), kBig, 2);
+      m.barrier();
+      wait_cntr(n, c.remote_read, 3);
+      wait_cntr(n, c.remote_write, 4);
+      m.barrier();
+      GROUP_CHECK(has_pattern(n.at(6u << 20), 27000, 3));
+      GROUP_CHECK(has_pattern(n.at(7u << 20), 4096, 4));
+      GROUP_CHECK(has_pattern(n.at((7u << 20) + 4096), 256, 5));
+      // Writes without remote CQ data put nothing on the target's CQ.
+      n.expect_nothing(50);
+    }
+  });
+}
+
+TEST_P(Rma, WritedataReportsTheDataAtTheTarget) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    int ctx;
+    if (m.rank() == 1) {
+      fill(n.at(0), kBig, 6);
+      GROUP_CHECK(fi_writedata(n.ep(), n.at(0), kBig, n.desc(), 0xfeedbeefcafe, p.addr[0], t.addr,
+                               t.key, &ctx) == 0);
+      const fi_cq_tagged_entry e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx && is_rma(e, FI_WRITE));
+      fill(n.at(0), 64, 7);
+      GROUP_CHECK(post_retrying(n, [&] {
+                    return fi_inject_writedata(n.ep(), n.at(0), 64, 0x77, p.addr[0],
+                                               t.addr + (2u << 20), t.key);
+                  }) == 0);
+      wait_cntr(n, n.counters().write, 1);
+      n.expect_nothing(50);
+    } else {
+      fi_cq_tagged_entry e = n.expect();
+      GROUP_CHECK((e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)) ==
+                  (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA));
+      GROUP_CHECK(e.data == 0xfeedbeefcafe && e.len == kBig);
+      GROUP_CHECK(has_pattern(n.at(0), kBig, 6));
+      e = n.expect();
+      GROUP_CHECK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x77 && e.len == 64);
+      GROUP_CHECK(has_pattern(n.at(2u << 20), 64, 7));
+      wait_cntr(n, n.counters().remote_write, 2);
+    }
+  });
+}
+
+TEST_P(Rma, BadKeysAndRangesCompleteWithTheEfaStatus) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    int ctx[4];
+    if (m.rank() == 1) {
+      fill(n.at(0), 20000, 8);
+      // Bad input fails before anything is sent.
+      fi_rma_iov two[2] = {{t.addr, 8, t.key}, {t.addr + 8, 8, t.key}};
+      iovec one{n.at(0), 16};
+      void* d[5] = {n.desc(), n.desc(), n.desc(), n.desc(), n.desc()};
+      fi_msg_rma msg{};
+      msg.msg_iov = &one;
+      msg.desc = d;
+      msg.iov_count = 1;
+      msg.addr = p.addr[0];
+      msg.rma_iov = two;
+      msg.rma_iov_count = 2;
+      GROUP_CHECK(fi_writemsg(n.ep(), &msg, 0) == -FI_EINVAL);
+      iovec five[5] = {{n.at(0), 1}, {n.at(1), 1}, {n.at(2), 1}, {n.at(3), 1}, {n.at(4), 1}};
+      GROUP_CHECK(fi_writev(n.ep(), five, d, 5, p.addr[0], t.addr, t.key, nullptr) == -FI_EINVAL);
+      GROUP_CHECK(fi_inject_write(n.ep(), n.at(0), 20000, p.addr[0], t.addr, t.key) == -FI_EMSGSIZE);
+      n.expect_nothing(50);
+      // A key the target does not have, a range past its region: both directions.
+      GROUP_CHECK(fi_write(n.ep(), n.at(0), 20000, n.desc(), p.addr[0], t.addr, t.key + 977,
+                           &ctx[0]) == 0);
+      fi_cq_err_entry err = n.expect_error();
+      GROUP_CHECK(err.op_context == &ctx[0] && err.err != 0 && err.prov_errno == kEfaRemoteBadAddress);
+      GROUP_CHECK(err.flags & FI_RMA);
+      GROUP_CHECK(fi_read(n.ep(), n.at(0), 20000, n.desc(), p.addr[0], t.addr, t.key + 977,
+                          &ctx[1]) == 0);
+      err = n.expect_error();
+      GROUP_CHECK(err.op_context == &ctx[1] && err.prov_errno == kEfaRemoteBadAddress);
+      GROUP_CHECK(fi_write(n.ep(), n.at(0), 64, n.desc(), p.addr[0], t.addr + kBuf - 32, t.key,
+                           &ctx[2]) == 0);
+      err = n.expect_error();
+      GROUP_CHECK(err.op_context == &ctx[2] && err.prov_errno == kEfaRemoteBadAddress);
+      GROUP_CHECK(fi_read(n.ep(), n.at(0), 64, n.desc(), p.addr[0], t.addr + kBuf - 32, t.key,
+                          &ctx[3]) == 0);
+      err = n.expect_error();
+      GROUP_CHECK(err.op_context == &ctx[3] && err.prov_errno == kEfaRemoteBadAddress);
+      uint64_t errs = fi_cntr_readerr(n.counters().write) + fi_cntr_readerr(n.counters().read);
+      GROUP_CHECK(errs == 4);
+      m.barrier();
+    } else {
+      memset(n.at(0), 0x5c, 20000);
+      m.barrier();
+      for (size_t i = 0; i < 20000; ++i) GROUP_CHECK(*n.at(i) == 0x5c);
+      GROUP_CHECK(fi_cntr_read(n.counters().remote_write) == 0);
+      GROUP_CHECK(fi_cntr_read(n.counters().remote_read) == 0);
+    }
+  });
+}
+
+// A fenced read of bytes the previous write changes sees the write, even where the read goes
+// by RDMA read and the write by packets.
+TEST_P(Rma, AFencedReadSeesThePreviousWrite) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    if (m.rank() != 1) return;
+    int ctx[2];
+    void* d = n.desc();
+    for (uint32_t round = 0; round < 4; ++round) {
+      fill(n.at(0), kBig, 10 + round);
+      memset(n.at(4u << 20), 0, kBig);
+      GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, d, p.addr[0], t.addr, t.key, &ctx[0]) == 0);
+      iovec r{n.at(4u << 20), kBig};
+      fi_rma_iov rv{t.addr, kBig, t.key};
+      fi_msg_rma msg{};
+      msg.msg_iov = &r;
+      msg.desc = &d;
+      msg.iov_count = 1;
+      msg.addr = p.addr[0];
+      msg.rma_iov = &rv;
+      msg.rma_iov_count = 1;
+      msg.context = &ctx[1];
+      GROUP_CHECK(post_retrying(n, [&] { return fi_readmsg(n.ep(), &msg, FI_FENCE); }) == 0);
+      bool seen[2] = {};
+      for (int i = 0; i < 2; ++i) {
+        const fi_cq_tagged_entry e = n.expect();
+        GROUP_CHECK(e.op_context == &ctx[0] || e.op_context == &ctx[1]);
+        seen[e.op_context == &ctx[1]] = true;
+      }
+      GROUP_CHECK(seen[0] && seen[1]);
+      GROUP_CHECK(has_pattern(n.at(4u << 20), kBig, 10 + round));
+    }
+  });
+}
+
+// FI_ORDER_WAW: writes to the same bytes, posted back to back, land in posting order.
+TEST_P(Rma, WritesToTheSameBytesLandInPostingOrder) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    GROUP_CHECK(n.info()->tx_attr->msg_order & FI_ORDER_RMA_WAW);
+    constexpr size_t kLen = 40000;
+    constexpr uint32_t kWrites = 12;
+    if (m.rank() == 1) {
+      for (uint32_t i = 0; i < kWrites; ++i) fill(n.at(i * 65536), kLen, 100 + i);
+      for (uint32_t i = 0; i < kWrites; ++i)
+        GROUP_CHECK(post_retrying(n, [&] {
+                      return fi_write(n.ep(), n.at(i * 65536), kLen, n.desc(), p.addr[0], t.addr,
+                                      t.key, nullptr);
+                    }) == 0);
+      for (uint32_t i = 0; i < kWrites; ++i) GROUP_CHECK(is_rma(n.expect(), FI_WRITE));
+      m.barrier();
+    } else {
+      m.barrier();
+      GROUP_CHECK(has_pattern(n.at(0), kLen, 100 + kWrites - 1));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Wire, Rma,
+                         ::testing::Values(Setup{Wire::kShm, nullptr}, Setup{Wire::kUdp, nullptr},
+                                           Setup{Wire::kShmFaults, nullptr},
+                                           Setup{Wire::kShm, "gen1"},
+                                           Setup{Wire::kShmFaults, "gen1"}),
+                         setup_name);
+
+}  // namespace
+}  // namespace xpufab::efa_fabric
