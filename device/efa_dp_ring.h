@@ -30,6 +30,9 @@
  * is detected (-FI_EINVAL) instead of completing someone else's request. The
  * table has one index per queue entry and an index is freed before the entry
  * is given back, so an allocation after a successful claim always finds one.
+ * Indices never used yet are handed out from a high-water mark, not from the
+ * stack, so init writes nothing per index: a deep queue costs only the pages
+ * its busiest moment touched (a 16K-entry RQ's table is 320 KiB of scratch).
  *
  * Every shared field is accessed only through xpu_* atomics; configuration is
  * written once by init and read-only afterwards.
@@ -225,8 +228,11 @@ struct efa_dp_reqs {
   uint32_t *link;  /* free-stack successor */
   uint32_t count;
   uint32_t idx_bits;
-  /* Shared: (tag << 32) | top index, EFA_DP_REQ_NONE when empty. */
+  /* Shared: (tag << 32) | top index of the freed indices, EFA_DP_REQ_NONE when empty. */
   uint64_t head;
+  /* Shared: indices below it have been handed out at least once. */
+  uint32_t fresh;
+  uint32_t pad_;
 };
 
 /* Scratch bytes a table of `count` ids needs (8-byte aligned). */
@@ -242,28 +248,39 @@ XPU_FUNC int efa_dp_reqs_init(struct efa_dp_reqs *t, uint32_t count, void *scrat
   t->link = t->state + count;
   t->count = count;
   t->idx_bits = efa_dp_log2(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    t->ctx[i] = 0;
-    t->aux[i] = 0;
-    t->state[i] = i; /* generation 0, free */
-    t->link[i] = i + 1 < count ? i + 1 : EFA_DP_REQ_NONE;
-  }
-  t->head = 0; /* tag 0, index 0 */
+  t->head = EFA_DP_REQ_NONE; /* tag 0, nothing freed yet */
+  t->fresh = 0;
+  t->pad_ = 0;
   return 0;
+}
+
+/* The next never-used index, or EFA_DP_REQ_NONE when all have been used. */
+XPU_FUNC uint32_t efa_dp_reqs_take_fresh(struct efa_dp_reqs *t) {
+  uint32_t f = xpu_load_relaxed_u32(&t->fresh);
+  while (f < t->count)
+    if (xpu_cas_u32(&t->fresh, &f, f + 1)) return f;
+  return EFA_DP_REQ_NONE;
 }
 
 /* A free req_id bound to (ctx, aux), or -FI_EAGAIN when none is free. */
 XPU_FUNC int efa_dp_reqs_alloc(struct efa_dp_reqs *t, uint64_t ctx, uint32_t aux) {
   uint64_t h = xpu_load_acquire_u64(&t->head);
   uint32_t idx;
+  uint32_t old;
   for (;;) {
     idx = (uint32_t)h;
-    if (idx == EFA_DP_REQ_NONE) return -FI_EAGAIN;
+    if (idx == EFA_DP_REQ_NONE) break;
     const uint32_t next = xpu_load_relaxed_u32(&t->link[idx]);
     const uint64_t nh = (((h >> 32) + 1) << 32) | next;
     if (xpu_cas_u64(&t->head, &h, nh)) break;
   }
-  const uint32_t old = xpu_load_relaxed_u32(&t->state[idx]) & 0xffffu;
+  if (idx == EFA_DP_REQ_NONE) {
+    idx = efa_dp_reqs_take_fresh(t);
+    if (idx == EFA_DP_REQ_NONE) return -FI_EAGAIN;
+    old = idx; /* generation 0 */
+  } else {
+    old = xpu_load_relaxed_u32(&t->state[idx]) & 0xffffu;
+  }
   const uint32_t gen = (old >> t->idx_bits) + 1;
   const uint32_t req_id = (idx | (gen << t->idx_bits)) & 0xffffu;
   xpu_store_relaxed_u64(&t->ctx[idx], ctx);
@@ -279,6 +296,8 @@ XPU_FUNC int efa_dp_reqs_alloc(struct efa_dp_reqs *t, uint64_t ctx, uint32_t aux
 XPU_FUNC int efa_dp_reqs_free(struct efa_dp_reqs *t, uint32_t req_id, uint64_t *ctx_p, uint32_t *aux_p) {
   if (req_id > 0xffffu) return -FI_EINVAL;
   const uint32_t idx = req_id & (t->count - 1);
+  /* A never-used index's state is whatever the scratch held. */
+  if (idx >= xpu_load_acquire_u32(&t->fresh)) return -FI_EINVAL;
   uint32_t s = xpu_load_acquire_u32(&t->state[idx]);
   if (s != (EFA_DP_REQ_IN_USE | req_id)) return -FI_EINVAL;
   const uint64_t ctx = xpu_load_relaxed_u64(&t->ctx[idx]);

@@ -37,6 +37,7 @@
 #include "api/core/fid.h"
 #include "api/core/log.h"
 #include "api/core/pollable.h"
+#include "api/efa/zeroed_array.h"
 #include "device/efa_completion.h"
 #include "xpufab/efa_xpu/handles.h"
 
@@ -350,8 +351,8 @@ struct EfaEp {
   std::mutex tx_lock, rx_lock;
   struct efa_sq sq{};
   struct efa_rq rq{};
-  std::vector<uint64_t> sq_scratch, rq_scratch;
-  std::vector<OpSlot> sq_slots, rq_slots;  // by request-table index of sq / rq
+  ZeroedArray<uint64_t> sq_scratch, rq_scratch;
+  ZeroedArray<OpSlot> sq_slots, rq_slots;  // by request-table index of sq / rq
   EfaXpuCtx* xctx = nullptr;  // XPU EP
   bool exported = false;
   std::vector<XpuMem> xmem;   // imports/allocs of the export

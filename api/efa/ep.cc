@@ -155,8 +155,8 @@ int ep_enable(EfaEp* ep) {
   if (rc == 0 && !ep->is_xpu()) {
     efa_dp_wq_attr s{sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
     efa_dp_wq_attr r{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
-    ep->sq_scratch.assign(efa_sq_scratch_size(sq.num_entries) / 8 + 1, 0);
-    ep->rq_scratch.assign(efa_rq_scratch_size(rq.num_entries) / 8 + 1, 0);
+    ep->sq_scratch.reset(efa_sq_scratch_size(sq.num_entries) / 8 + 1);
+    ep->rq_scratch.reset(efa_rq_scratch_size(rq.num_entries) / 8 + 1);
     rc = efa_sq_init(&ep->sq, &s, dom->attr.max_sq_sge > 2 ? 2 : dom->attr.max_sq_sge,
                      ep->sq_scratch.data(), ep->sq_scratch.size() * 8);
     if (rc == 0)
@@ -164,8 +164,8 @@ int ep_enable(EfaEp* ep) {
                        ep->rq_scratch.size() * 8);
     if (rc) rc = rc > -256 ? rc : -FI_EINVAL;
     if (rc == 0) {
-      ep->sq_slots.assign(ep->sq.reqs.count, OpSlot{});
-      ep->rq_slots.assign(ep->rq.reqs.count, OpSlot{});
+      ep->sq_slots.reset(ep->sq.reqs.count);
+      ep->rq_slots.reset(ep->rq.reqs.count);
     }
   }
   // XPU counters are the device's completion counters, attached to the QP.
@@ -442,7 +442,7 @@ int fill_sges(EfaEp* ep, const iovec* iov, void** desc, size_t count, efa_dp_sge
   return 0;
 }
 
-void set_slot(std::vector<OpSlot>& slots, int req_id, uint64_t buf, bool report) {
+void set_slot(ZeroedArray<OpSlot>& slots, int req_id, uint64_t buf, bool report) {
   OpSlot& s = slots[static_cast<uint32_t>(req_id) & (slots.size() - 1)];
   xpu_store_relaxed_u64(&s.buf, buf);
   xpu_store_relaxed_u32(&s.report, report ? 1u : 0u);
