@@ -153,6 +153,9 @@ struct Stats {
   uint64_t one_copy_bytes, one_copy_refused;
   // Timeouts that found the peer's engine stalled (a starved process) and kept waiting.
   uint64_t stalled_waits;
+  // Timeouts that found answers still queued unread at this device (its own engine behind) and
+  // read them before judging the peer.
+  uint64_t backlog_waits;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.
