@@ -108,9 +108,10 @@ struct DeviceOptions {
   // retransmit). The floor is min_rto_us where this device expects loss (a fault plan, a lossy
   // fabric) and at least initial_rto_us elsewhere, so that a peer that is only slow to be
   // scheduled is rarely sent a request twice. Responders answer a repeat without running it.
-  // A peer that has not yet taken in what was sent to it, or whose engine has not run since the
-  // last transmission (Fabric::peer_stalled: a process starved of CPU or behind on a backlog),
-  // is waited for up to 16 times that long before the operation fails.
+  // A peer that has not yet taken in what was sent to it, or has not finished an engine pass
+  // begun after the last transmission (Fabric::peer_stalled: a process starved of CPU or behind
+  // on a backlog), is waited for up to 16 times that long before the operation fails; so is
+  // one whose answer may be queued unread at this device (Fabric::rx_pending).
   uint32_t response_timeout_us = 200000;
   uint32_t max_retransmits = 3;
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
@@ -153,6 +154,9 @@ struct Stats {
   uint64_t one_copy_bytes, one_copy_refused;
   // Timeouts that found the peer's engine stalled (a starved process) and kept waiting.
   uint64_t stalled_waits;
+  // Timeouts that found answers still queued unread at this device (its own engine behind) and
+  // read them before judging the peer.
+  uint64_t backlog_waits;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

@@ -117,13 +117,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 3];
+    std::atomic<uint64_t> v[22 + 6 + 4];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
-    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits
+    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.

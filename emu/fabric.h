@@ -195,11 +195,18 @@ class Fabric {
   // directly (PeerMemory). A refused copy falls back to carrying the bytes.
   virtual bool peer_memory() const { return false; }
   // True when the live receiver behind `dst` has not yet taken in everything sent to it, or
-  // has not run an engine pass (poll_rx) since `since_ns` (steady clock): it is behind (many
-  // processes on few cores), not unresponsive, and has not had a chance to answer.
+  // has not finished an engine pass begun after `since_ns` (steady clock) and after the last
+  // packet sent to it: it is behind (many processes on few cores), not unresponsive, and has
+  // not had a chance to answer.
   virtual bool peer_stalled(const Gid& dst, uint64_t since_ns) {
     (void)dst;
     (void)since_ns;
+    return false;
+  }
+  // True when packets for the local `gid` wait on the wire unread (a mailbox not yet drained):
+  // an answer a device is about to give up on may be among them.
+  virtual bool rx_pending(const Gid& gid) {
+    (void)gid;
     return false;
   }
   // Copies `len` bytes at `addr` in the process `from` into `local` (PeerMemory::read). 0, or

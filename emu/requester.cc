@@ -280,6 +280,16 @@ void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
         }
         break;
       }
+      // The answer may be here already, unread: an engine that runs rarely (a starved process)
+      // or whose mailbox many peers fill reads a budget per pass, so the clock's silence is not
+      // yet the peer's. Look again once this backlog is read, within the same longer limit.
+      if (now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences && opt_.step_clock_ns == 0 &&
+          (inbox_size_.load(std::memory_order_acquire) != 0 || fabric_->rx_pending(gid_))) {
+        bump(kBacklogWaits);
+        op.deadline_ns = now + min_rto_ns_;
+        arm_timer(token, op.deadline_ns);
+        break;
+      }
       // A peer that has not yet taken in what was sent to it, or whose engine has not run
       // since, is behind (many processes on few cores), not unresponsive. Wait for it, without
       // adding copies to its backlog, up to kStarvedSilences silence limits. (A device on its

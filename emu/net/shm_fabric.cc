@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +30,8 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-constexpr uint32_t kVersion = 4;  // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns
+// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass
+constexpr uint32_t kVersion = 5;
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -89,8 +91,9 @@ struct ShmFabric::Mailbox {
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
-  // Steady-clock time of the owner's last poll_rx (its engine's last pass), for senders that
-  // wonder whether a silent owner is starved (peer_stalled).
+  // Steady-clock start of the owner's last engine pass known to be finished (published when the
+  // next one starts): what it had read by then it has also answered. Senders compare it with
+  // their last write to tell a starved owner from a silent one (peer_stalled).
   alignas(64) std::atomic<uint64_t> polled_ns;
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= kRingOffset, "mailbox header fits its page");
@@ -107,6 +110,7 @@ struct ShmFabric::Local {
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
   std::atomic<uint64_t> last_poll_ns{0};
+  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (locals_mu_)
   Reassembler reasm;  // consumer's
 };
 
@@ -118,6 +122,7 @@ struct ShmFabric::Peer {
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
   std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
+  std::atomic<uint64_t> written_ns{0};  // when that record was published
   ~Peer() {
     if (mb != nullptr) munmap(mb, map_len);
     if (fd >= 0) close(fd);
@@ -351,7 +356,10 @@ int ShmFabric::poll_rx(const Gid& gid, int budget) {
     const uint64_t now = now_ns();
     lp->last_poll_ns.store(now, std::memory_order_relaxed);
     Mailbox* box = lp->mb;
-    box->polled_ns.store(now, std::memory_order_relaxed);
+    // A pass starts: the previous one, and everything it read, is done. Publishing this pass's
+    // own start would vouch for packets it drains and then, preempted, sits on unanswered.
+    if (lp->pass_ns != 0) box->polled_ns.store(lp->pass_ns, std::memory_order_relaxed);
+    lp->pass_ns = now;
     if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
     // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
     if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
@@ -569,6 +577,7 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
     while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
     }
+    peer->written_ns.store(now_ns(), std::memory_order_relaxed);
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
@@ -592,10 +601,22 @@ bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
   std::shared_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);
   if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
-  Mailbox* mb = it->second->mb;
+  const Peer& p = *it->second;
+  Mailbox* mb = p.mb;
   if (mb->closed.load(std::memory_order_acquire) != 0) return false;
-  return mb->head.load(std::memory_order_acquire) < it->second->sent_end.load(std::memory_order_relaxed) ||
-         mb->polled_ns.load(std::memory_order_relaxed) < since_ns;
+  // The owner had our latest packet in hand only once a pass that began after we wrote it has
+  // finished; until then its silence may be the scheduler's, not its own.
+  const uint64_t since = std::max(since_ns, p.written_ns.load(std::memory_order_relaxed));
+  return mb->head.load(std::memory_order_acquire) < p.sent_end.load(std::memory_order_relaxed) ||
+         mb->polled_ns.load(std::memory_order_relaxed) < since;
+}
+
+bool ShmFabric::rx_pending(const Gid& gid) {
+  std::lock_guard<std::mutex> lock(locals_mu_);
+  auto it = locals_.find(gid);
+  if (it == locals_.end()) return false;
+  Mailbox* box = it->second->mb;
+  return box->head.load(std::memory_order_acquire) != box->tail.load(std::memory_order_acquire);
 }
 
 ShmFabricStats ShmFabric::stats() const {

@@ -83,8 +83,11 @@ class ShmFabric : public Fabric {
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
   // From the destination's mailbox: its read position against the end of what this fabric
-  // wrote there last, and the time its owner last called poll_rx.
+  // wrote there last, and whether its owner finished an engine pass begun after that write (and
+  // after since_ns).
   bool peer_stalled(const Gid& dst, uint64_t since_ns) override;
+  // The local mailbox of `gid` holds bytes its consumer has not released yet.
+  bool rx_pending(const Gid& gid) override;
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;

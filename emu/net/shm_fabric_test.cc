@@ -237,6 +237,46 @@ TEST(ShmFabric, PollerDrainsTheMailboxOnItsOwnThread) {
   EXPECT_EQ(sb.take().size(), 0u);
 }
 
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// A receiver counts as having had a packet in hand only once an engine pass that began after the
+// packet was written has finished (the next pass started): one that drained it and was then
+// preempted has not answered yet.
+TEST(ShmFabric, APeerIsBehindUntilAPassBegunAfterOurWriteHasFinished) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("stalled");
+  o.park_us = 500000;  // only the poller drains
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(21), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(22), &sb), 0);
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  EXPECT_FALSE(b->rx_pending(gid_of(22)));
+  ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 1, 64)), 0);
+  EXPECT_TRUE(b->rx_pending(gid_of(22)));
+  EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));  // not read yet
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 1);
+  EXPECT_FALSE(b->rx_pending(gid_of(22)));
+  EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));  // read, but the pass that read it may not be done
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);     // the next pass: the previous one finished
+  EXPECT_FALSE(a->peer_stalled(gid_of(22), 0));
+  EXPECT_TRUE(a->peer_stalled(gid_of(22), steady_ns()));  // no pass finished since now
+  EXPECT_FALSE(a->peer_stalled(gid_of(99), 0));            // never sent to: nothing to wait for
+  // Every later write asks for a later pass.
+  ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 2, 64)), 0);
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 1);
+  EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);
+  EXPECT_FALSE(a->peer_stalled(gid_of(22), 0));
+  EXPECT_EQ(sb.take().size(), 2u);
+}
+
 }  // namespace
 }  // namespace net
 }  // namespace emu

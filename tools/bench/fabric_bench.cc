@@ -72,8 +72,10 @@ void run_pingpong(Group& g, int iters, int witers) {
 }
 
 // Every rank sends `per_peer` 64 B messages to every other rank, a window at a time; rank 0
-// prints the aggregate rate.
-void run_alltoall(Group& g, int per_peer) {
+// prints the aggregate rate. False after an error completion (reported with the peer it came
+// from); the endpoint then closes normally, so that FI_EFA_EMU_STATS / FI_EFA_EMU_TRACE files of
+// the failing rank are written.
+bool run_alltoall(Group& g, int per_peer) {
   Endpoint& c = g.ep;
   const int n = g.s.size();
   const int me = g.s.rank();
@@ -94,7 +96,9 @@ void run_alltoall(Group& g, int per_peer) {
   while (tx_done < total_tx || rx_done < expect) {
     while (sent < total_tx && sent - tx_done < window) {
       int dst = (me + 1 + sent % (n - 1)) % n;
-      ssize_t rc = fi_send(c.ep(), src, 64, c.desc(), g.peers[dst], nullptr);
+      // The context names the destination rank, for the report of an error completion.
+      void* ctx = reinterpret_cast<void*>(static_cast<uintptr_t>(dst) + 1);
+      ssize_t rc = fi_send(c.ep(), src, 64, c.desc(), g.peers[dst], ctx);
       if (rc == -FI_EAGAIN) break;
       PEER_CHECK(rc == 0);
       ++sent;
@@ -107,8 +111,11 @@ void run_alltoall(Group& g, int per_peer) {
     if (got == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       fi_cq_readerr(c.cq(), &err, 0);
-      std::fprintf(stderr, "alltoall: error completion err %d prov_errno %d\n", err.err, err.prov_errno);
-      std::exit(1);
+      const double at = std::chrono::duration<double>(Clock::now() - t0).count();
+      const long to = (err.flags & FI_SEND) ? static_cast<long>(reinterpret_cast<uintptr_t>(err.op_context)) - 1 : -1;
+      std::fprintf(stderr, "alltoall: rank %d: error completion err %d prov_errno %d, send to rank %ld, %.3f s in\n",
+                   me, err.err, err.prov_errno, to, at);
+      return false;
     }
     PEER_CHECK(got > 0);
     for (ssize_t i = 0; i < got; ++i) {
@@ -128,6 +135,7 @@ void run_alltoall(Group& g, int per_peer) {
   if (me == 0) std::printf("RESULT messages_per_s %.0f\n", static_cast<double>(total_tx) * n / sec);
   std::fflush(stdout);
   PEER_CHECK(g.s.barrier() == 0);
+  return true;
 }
 
 // An opened, enabled, unused device: the CPU its threads take over a few seconds.
@@ -186,7 +194,7 @@ int peer_main(int argc, char** argv) {
     run_pingpong(g, std::atoi(std::getenv("BENCH_ITERS") ? std::getenv("BENCH_ITERS") : "5000"),
                  std::atoi(std::getenv("BENCH_WITERS") ? std::getenv("BENCH_WITERS") : "100"));
   } else if (mode == "alltoall") {
-    run_alltoall(g, arg > 0 ? arg : 1000);
+    if (!run_alltoall(g, arg > 0 ? arg : 1000)) return 1;
   } else if (mode == "idle") {
     run_idle(g, arg > 0 ? arg : 3);
   } else {
