@@ -17,6 +17,13 @@ namespace emu {
 
 using namespace ::xpufab::backend;
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer's own annotation: a range is new memory. Mappings made by syscall() pass
+// under its mmap interceptor, so without it the shadow of an earlier mapping at the same address
+// makes the first atomic access to a new ring look like a race.
+extern "C" void AnnotateNewMemory(const char* file, int line, const volatile void* mem, size_t size);
+#endif
+
 namespace {
 
 size_t queue_len(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
@@ -29,7 +36,11 @@ uint8_t* alloc_queue(size_t bytes) {
   if (bytes == 0) return nullptr;
   long p = syscall(SYS_mmap, nullptr, queue_len(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
-  return p == -1 ? nullptr : reinterpret_cast<uint8_t*>(p);  // syscall(): -1 and errno
+  if (p == -1) return nullptr;  // syscall(): -1 and errno
+#if defined(__SANITIZE_THREAD__)
+  AnnotateNewMemory(__FILE__, __LINE__, reinterpret_cast<void*>(p), queue_len(bytes));
+#endif
+  return reinterpret_cast<uint8_t*>(p);
 }
 
 void free_queue(void* p, size_t bytes) {

@@ -6,12 +6,12 @@
 #include <cstring>
 
 #include "emu/uverbs/server_state.h"
+#include "emu/uverbs/uverbs_server.h"
 
 namespace xpufab {
 namespace uverbs {
 
-// From the heap, as the emulator's own rings are: the ranges handed out then share one span, which
-// keeps munmap's lock-free check (may_be_handed) away from the program's own mappings.
+// From the heap: the shim's own memory, freed by the shim alone (free_owned).
 uint8_t* alloc_mirror_ring(size_t len) {
   void* p = std::aligned_alloc(kPage, page_align(len));
   if (p != nullptr) std::memset(p, 0, page_align(len));
@@ -42,7 +42,10 @@ void release_mirror_ring_locked(State& s, CqObj* c) {
   if (h != s.handed.end() && h->second.refs > 0) {
     h->second.orphan = true;
   } else {
-    if (h != s.handed.end()) s.handed.erase(h);
+    if (h != s.handed.end()) {
+      retire_range(h->first);
+      s.handed.erase(h);
+    }
     free_owned(c->ring16, len);
   }
 }

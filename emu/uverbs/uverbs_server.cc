@@ -189,24 +189,61 @@ ssize_t handle_write(int fd, const void* buf, size_t count) {
 
 namespace {
 
-// The address span that has ever been handed out, widened under the server lock and read
-// without it. Atomics only: munmap is also called from inside allocators and sanitizer runtimes
-// (a ThreadSanitizer report unmaps its symbolizer's file views), where taking the server lock,
-// or reading what it guards, can deadlock the report.
+// The ranges handed out now, published under the server lock and read without it. Atomics only:
+// munmap is also called from inside allocators and sanitizer runtimes (a ThreadSanitizer report
+// unmaps its symbolizer's file views, on a thread that may hold the device lock), where taking
+// the server lock, or reading what it guards, can deadlock. The emulator's queues are mappings
+// of their own scattered among the program's, so a single span around them would cover the
+// program's mappings too; the table answers for each range. Past its capacity, the span of all
+// ranges ever handed out answers (conservative: a range inside it takes the locked path).
+struct HandedRange {
+  std::atomic<uintptr_t> lo{0};  // 0: a free slot
+  std::atomic<uintptr_t> hi{0};
+};
+constexpr size_t kHandedRanges = 16384;
+HandedRange g_ranges[kHandedRanges];
+std::atomic<size_t> g_ranges_high{0};
+std::atomic<bool> g_ranges_overflow{false};
 std::atomic<uintptr_t> g_span_lo{UINTPTR_MAX};
 std::atomic<uintptr_t> g_span_hi{0};
 
-void widen_span(uintptr_t lo, uintptr_t hi) {
+void publish_range(uintptr_t lo, uintptr_t hi) {
   if (lo < g_span_lo.load(std::memory_order_relaxed)) g_span_lo.store(lo, std::memory_order_release);
   if (hi > g_span_hi.load(std::memory_order_relaxed)) g_span_hi.store(hi, std::memory_order_release);
+  const size_t high = g_ranges_high.load(std::memory_order_relaxed);
+  size_t i = 0;
+  while (i < high && g_ranges[i].lo.load(std::memory_order_relaxed) != 0) ++i;
+  if (i == kHandedRanges) {
+    g_ranges_overflow.store(true, std::memory_order_release);
+    return;
+  }
+  g_ranges[i].hi.store(hi, std::memory_order_relaxed);
+  g_ranges[i].lo.store(lo, std::memory_order_release);
+  if (i == high) g_ranges_high.store(high + 1, std::memory_order_release);
 }
 
 }  // namespace
 
+void retire_range(uintptr_t lo) {
+  const size_t high = g_ranges_high.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < high; ++i)
+    if (g_ranges[i].lo.load(std::memory_order_relaxed) == lo) {
+      g_ranges[i].lo.store(0, std::memory_order_release);
+      return;
+    }
+}
+
 bool may_be_handed(const void* addr, size_t length) {
   uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   uintptr_t end = a + (length == 0 ? 1 : length);
-  return end > g_span_lo.load(std::memory_order_acquire) && a < g_span_hi.load(std::memory_order_acquire);
+  if (g_ranges_overflow.load(std::memory_order_acquire))
+    return end > g_span_lo.load(std::memory_order_acquire) && a < g_span_hi.load(std::memory_order_acquire);
+  const size_t high = g_ranges_high.load(std::memory_order_acquire);
+  for (size_t i = 0; i < high; ++i) {
+    const uintptr_t lo = g_ranges[i].lo.load(std::memory_order_acquire);
+    if (lo != 0 && end > lo && a < g_ranges[i].hi.load(std::memory_order_relaxed)) return true;
+  }
+  return false;
 }
 
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err) {
@@ -234,7 +271,7 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
     for (const auto& kv : it->second->cqs)
       if (kv.second->ring16 == m->second.addr) owned = true;
     s.handed[a] = Handed{m->second.len, 1, owned, false};
-    widen_span(a, a + m->second.len);
+    publish_range(a, a + m->second.len);
   } else {
     h->second.refs++;
   }
@@ -258,6 +295,7 @@ bool handle_munmap(void* addr, size_t length) {
   if (--h->second.refs <= 0) {
     if (h->second.owned && h->second.orphan)
       free_owned(reinterpret_cast<uint8_t*>(h->first), h->second.len);
+    retire_range(h->first);
     s.handed.erase(h);
   }
   return true;

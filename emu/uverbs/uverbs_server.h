@@ -47,9 +47,12 @@ ssize_t handle_write(int fd, const void* buf, size_t count);
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err);
 // munmap of a range handed out by handle_mmap: forgets it and returns true.
 bool handle_munmap(void* addr, size_t length);
-// False when [addr, addr + length) lies wholly outside every range ever handed out. Lock-free
-// and touching nothing but two atomics, so munmap can ask it from any context first.
+// False when [addr, addr + length) overlaps no range handed out now (or, past the table's
+// capacity, lies wholly outside every range ever handed out). Lock-free and touching nothing but
+// atomics, so munmap can ask it from any context first.
 bool may_be_handed(const void* addr, size_t length);
+// A handed range starting at lo is no longer handed (under the server lock).
+void retire_range(uintptr_t lo);
 
 // Completion channels.
 // The channel fd the calling thread's last write() created, once; -1 if none.
