@@ -428,8 +428,7 @@ int scale_main(bool quick) {
     bool ok;
   };
   std::vector<Point> pts;
-  // BENCH_SCALE_MAX caps the points (each QP of the provider's endpoint holds its own tables:
-  // 10,000 of them need several GiB per process).
+  // BENCH_SCALE_MAX caps the points, for a quick look at the small ones.
   const char* cap_env = std::getenv("BENCH_SCALE_MAX");
   const int cap = cap_env != nullptr ? std::atoi(cap_env) : 10000;
   for (int n : {0, 1000, 2000, 10000}) {
