@@ -51,6 +51,26 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   return pid;
 }
 
+pid_t spawn_self(const char* name, const char* flag, int* fd) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    const std::string arg = std::to_string(sv[1]);
+    execl("/proc/self/exe", name, flag, arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  *fd = sv[0];
+  return pid;
+}
+
 int wait_exit(pid_t pid, int seconds) {
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   for (;;) {

@@ -22,6 +22,11 @@ std::string tmpdir();
 // later ones win). Returns the pid, or -1.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
+// Runs this program again as a peer: a fresh image (so the peer gets its own emulated device
+// identity, which a forked copy would share), started as `name FLAG FD` where FD is the peer's end
+// of a socketpair. Returns the pid and sets *fd to this end, or returns -1.
+pid_t spawn_self(const char* name, const char* flag, int* fd);
+
 // The exit status (128 + signal for a signalled process), or -1 after killing a process that
 // outlived `seconds`.
 int wait_exit(pid_t pid, int seconds);

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/support/process_util.h"
+
 namespace {
 
 constexpr ucp_tag_t kTag = 0x1234;
@@ -213,19 +215,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (argc == 3 && std::string(argv[1]) == "--server") server_main(std::atoi(argv[2]));
-  int sv[2];
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
-  const pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    ::close(sv[0]);
-    const std::string fd = std::to_string(sv[1]);
-    execl("/proc/self/exe", "ucp_sockaddr_server", "--server", fd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  ::close(sv[1]);
+  int peer = -1;
+  const pid_t pid = xpufab::testing::spawn_self("ucp_sockaddr_server", "--server", &peer);
+  CHECK(pid >= 0, "spawning the server");
   uint16_t port = 0;
-  CHECK(read(sv[0], &port, sizeof(port)) == sizeof(port), "no port from the server");
+  CHECK(read(peer, &port, sizeof(port)) == sizeof(port), "no port from the server");
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -236,7 +230,7 @@ int main(int argc, char** argv) {
   client_rejected(&u, to);
   u.close();
   char done = 0;
-  CHECK(read(sv[0], &done, 1) == 1 && done == 'd', "the server did not finish");
+  CHECK(read(peer, &done, 1) == 1 && done == 'd', "the server did not finish");
   int st = 0;
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %d", st);

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/support/process_util.h"
+
 namespace {
 
 constexpr uint8_t kAmId = 7;
@@ -287,19 +289,8 @@ struct Client {
 class CmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-    pid_ = fork();
+    pid_ = xpufab::testing::spawn_self("uct_cm_server", "--cm-server", &fd_);
     ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      // A fresh image: the server gets its own emulated device identity.
-      ::close(sv[0]);
-      const std::string fd = std::to_string(sv[1]);
-      execl("/proc/self/exe", "uct_cm_server", "--cm-server", fd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(sv[1]);
-    fd_ = sv[0];
     local_.open();
     uint16_t port = 0;
     ASSERT_EQ(static_cast<ssize_t>(sizeof(port)), read(fd_, &port, sizeof(port)));

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "api/uct/sockaddr_wire.h"
+#include "testing/support/process_util.h"
 
 namespace {
 
@@ -224,19 +225,8 @@ ucs_status_t peer_am(void* arg, void* data, size_t length, unsigned flags) {
 class SrdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-    pid_ = fork();
+    pid_ = xpufab::testing::spawn_self("uct_srd_peer", "--uct-peer", &fd_);
     ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      // A fresh image, not a forked copy: the peer gets its own emulated device identity.
-      ::close(sv[0]);
-      const std::string fd = std::to_string(sv[1]);
-      execl("/proc/self/exe", "uct_srd_peer", "--uct-peer", fd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(sv[1]);
-    fd_ = sv[0];
     local_.open();
     ASSERT_EQ(sizeof(peer_), static_cast<size_t>(read(fd_, &peer_, sizeof(peer_))));
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(local_.comp, peer_.rkey, &rkey_));
@@ -1133,18 +1123,8 @@ void sa_answer(Side* s, SaServer* srv, int c) {
 class SrdSockaddrTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-    pid_ = fork();
+    pid_ = xpufab::testing::spawn_self("uct_srd_sa_server", "--uct-sa-server", &fd_);
     ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      ::close(sv[0]);
-      const std::string fd = std::to_string(sv[1]);
-      execl("/proc/self/exe", "uct_srd_sa_server", "--uct-sa-server", fd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(sv[1]);
-    fd_ = sv[0];
     local_.open();
     uint16_t port = 0;
     ASSERT_EQ(static_cast<ssize_t>(sizeof(port)), read(fd_, &port, sizeof(port)));
