@@ -10,6 +10,62 @@
 
 namespace xpufab::runtime {
 
+// The barrier of a scope whose members are all fibers of one scheduler (a
+// subgroup, a work-group, the device of a one-work-group launch), with the
+// same contract as GroupBarrier below. Its members take turns on one
+// thread, so it needs no lock: arriving is a count and a hand-off to the
+// next runnable member, and the last to arrive moves every waiter to the
+// ready queue at once. The fiber switches order every member's accesses,
+// for ThreadSanitizer too (its fiber switches synchronize).
+class LocalBarrier {
+ public:
+  explicit LocalBarrier(uint32_t members) : expected_(members) {}
+  LocalBarrier(const LocalBarrier&) = delete;
+  LocalBarrier& operator=(const LocalBarrier&) = delete;
+
+  // As GroupBarrier::arrive_and_wait; only from a fiber of the members'
+  // scheduler.
+  uint64_t arrive_and_wait(bool is_source, uint64_t value) {
+    if (is_source) value_ = value;
+    if (++arrived_ == expected_) return complete_phase();
+    FiberTask* self = FiberScheduler::current();
+    self->next = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next = self;
+    } else {
+      head_ = self;
+    }
+    tail_ = self;
+    FiberScheduler::block();
+    return self->wake_value;
+  }
+
+  // As GroupBarrier::arrive_and_drop.
+  void arrive_and_drop() {
+    --expected_;
+    if (arrived_ > 0 && arrived_ == expected_) complete_phase();
+  }
+
+ private:
+  uint64_t complete_phase() {
+    const uint64_t result = value_;
+    FiberTask* head = head_;
+    FiberTask* tail = tail_;
+    for (FiberTask* w = head; w != nullptr; w = w->next) w->wake_value = result;
+    arrived_ = 0;
+    value_ = 0;
+    head_ = tail_ = nullptr;
+    if (head != nullptr) head->scheduler->wake_local(head, tail);
+    return result;
+  }
+
+  uint32_t expected_;         // members that have not left
+  uint32_t arrived_ = 0;      // arrivals in the current phase
+  uint64_t value_ = 0;        // the current phase's broadcast value
+  FiberTask* head_ = nullptr; // blocked in the current phase, in arrival order
+  FiberTask* tail_ = nullptr;
+};
+
 // A reusable barrier for a fixed set of work-item fibers that can also
 // carry one value from a chosen member to all (a broadcast), and that
 // members may leave for good. A member that must wait blocks its fiber, so

@@ -33,14 +33,27 @@ std::atomic<int> g_fail_thread_start_after{-1};
 struct Launch;
 
 // One work-item: its ids, its fiber and the barriers of its three
-// collective scopes.
+// collective scopes. A subgroup and a work-group are fibers of one thread;
+// the device is too when the grid has one work-group.
 struct ItemState {
   WorkItem item{};
   FiberTask task;
-  GroupBarrier* subgroup = nullptr;
-  GroupBarrier* workgroup = nullptr;
-  GroupBarrier* device = nullptr;  // nullptr: launch is not cooperative
+  LocalBarrier* subgroup = nullptr;
+  LocalBarrier* workgroup = nullptr;
+  // At most one is set; neither when the launch is not cooperative.
+  LocalBarrier* device_local = nullptr;
+  GroupBarrier* device_shared = nullptr;
   Launch* launch = nullptr;
+
+  bool has_device() const { return device_local != nullptr || device_shared != nullptr; }
+  uint64_t device_arrive(bool is_source, uint64_t value) const {
+    return device_local != nullptr ? device_local->arrive_and_wait(is_source, value)
+                                   : device_shared->arrive_and_wait(is_source, value);
+  }
+  void device_drop() const {
+    if (device_local != nullptr) device_local->arrive_and_drop();
+    if (device_shared != nullptr) device_shared->arrive_and_drop();
+  }
 };
 
 // One work-group: its work-items' fibers and the thread that runs them.
@@ -51,9 +64,10 @@ struct Group {
 
 struct Launch {
   const Kernel* kernel = nullptr;
-  std::deque<GroupBarrier> subgroups;
-  std::deque<GroupBarrier> workgroups;
-  std::unique_ptr<GroupBarrier> device;
+  std::deque<LocalBarrier> subgroups;
+  std::deque<LocalBarrier> workgroups;
+  std::unique_ptr<LocalBarrier> device_local;
+  std::unique_ptr<GroupBarrier> device_shared;
   std::unique_ptr<ItemState[]> items;
   uint32_t total = 0;
   std::unique_ptr<Group[]> groups;
@@ -84,7 +98,7 @@ const ItemState* current_item() {
 void leave_scopes(const ItemState& st) {
   st.subgroup->arrive_and_drop();
   st.workgroup->arrive_and_drop();
-  if (st.device != nullptr) st.device->arrive_and_drop();
+  st.device_drop();
 }
 
 void work_item_main(FiberTask* task) {
@@ -117,7 +131,8 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
   launch.kernel = &kernel;
   for (uint32_t i = 0; i < cfg.grid * sg_per_wg; ++i) launch.subgroups.emplace_back(sg);
   for (uint32_t i = 0; i < cfg.grid; ++i) launch.workgroups.emplace_back(wg);
-  if (cfg.cooperative) launch.device = std::make_unique<GroupBarrier>(total);
+  if (cfg.cooperative && cfg.grid == 1) launch.device_local = std::make_unique<LocalBarrier>(total);
+  if (cfg.cooperative && cfg.grid > 1) launch.device_shared = std::make_unique<GroupBarrier>(total);
   launch.items.reset(new ItemState[total]);
   launch.total = total;
   launch.groups.reset(new Group[cfg.grid]);
@@ -139,7 +154,8 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
     it.cooperative = cfg.cooperative ? 1 : 0;
     st.subgroup = &launch.subgroups[it.workgroup_id * sg_per_wg + it.subgroup_id];
     st.workgroup = &launch.workgroups[it.workgroup_id];
-    st.device = launch.device.get();
+    st.device_local = launch.device_local.get();
+    st.device_shared = launch.device_shared.get();
     st.launch = &launch;
     if (fail_after >= 0 && g >= static_cast<uint32_t>(fail_after)) {
       std::fprintf(stderr, "host_xpu: could not start work-item %u of %u; launch cancelled\n", g, total);
@@ -255,7 +271,7 @@ int xpu_host_scope_supported(int scope) {
     case XPU_SCOPE_WORK_GROUP:
       return 1;
     case XPU_SCOPE_DEVICE:
-      return t_item == nullptr || t_item->device != nullptr;
+      return t_item == nullptr || t_item->has_device();
     default:
       return 0;
   }
@@ -287,14 +303,14 @@ uint64_t xpu_host_workgroup_broadcast(uint64_t value, uint32_t src) {
 
 void xpu_host_device_barrier(void) {
   const xpufab::runtime::ItemState* const t_item = current_item();
-  if (t_item != nullptr && t_item->device != nullptr) t_item->device->arrive_and_wait(false, 0);
+  if (t_item != nullptr && t_item->has_device()) t_item->device_arrive(false, 0);
 }
 
 uint64_t xpu_host_device_broadcast(uint64_t value, uint32_t src) {
   const xpufab::runtime::ItemState* const t_item = current_item();
-  if (t_item == nullptr || t_item->device == nullptr) return value;
+  if (t_item == nullptr || !t_item->has_device()) return value;
   const auto& it = t_item->item;
-  return t_item->device->arrive_and_wait(it.global_id == src % it.global_size, value);
+  return t_item->device_arrive(it.global_id == src % it.global_size, value);
 }
 
 int xpu_host_launch(const struct xpu_host_launch_attr* attr, void (*kernel)(void* arg), void* arg) {
