@@ -46,6 +46,10 @@ class LocalBarrier {
     if (arrived_ > 0 && arrived_ == expected_) complete_phase();
   }
 
+  // Gives the barrier `members` members again, for the next launch; only
+  // once every member of the last one has left.
+  void rearm(uint32_t members) { expected_ = members; }
+
  private:
   uint64_t complete_phase() {
     const uint64_t result = value_;
@@ -116,6 +120,12 @@ class GroupBarrier {
     if (arrived_ > 0 && arrived_ == expected_) waiters = complete_phase_locked();
     lock.unlock();
     wake_all(waiters);
+  }
+
+  // As LocalBarrier::rearm.
+  void rearm(uint32_t members) {
+    std::lock_guard<std::mutex> lock(mu_);
+    expected_ = members;
   }
 
  private:

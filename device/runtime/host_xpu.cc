@@ -27,8 +27,13 @@ namespace {
 constexpr size_t kMinStackSize = size_t{64} << 10;
 constexpr size_t kMaxStackSize = size_t{64} << 20;
 
+// A thread keeps its last launch for the next of the same shape, stacks
+// and barriers included, unless its stacks would pin more than this.
+constexpr size_t kMaxReusedStackBytes = size_t{64} << 20;
+
 // Test seam: when >= 0, work-item starts after this many in a launch fail.
 std::atomic<int> g_fail_thread_start_after{-1};
+std::atomic<uint64_t> g_launches_built{0};
 
 struct Launch;
 
@@ -63,6 +68,7 @@ struct Group {
 };
 
 struct Launch {
+  LaunchConfig config;
   const Kernel* kernel = nullptr;
   std::deque<LocalBarrier> subgroups;
   std::deque<LocalBarrier> workgroups;
@@ -121,6 +127,14 @@ void group_main(void* arg) {
   if (--launch.running == 0) launch.done_cv.notify_one();
 }
 
+// Makes every work-item a fiber of its group's scheduler, ready to run.
+void add_fibers(Launch& launch) {
+  for (uint32_t g = 0; g < launch.total; ++g) {
+    ItemState& st = launch.items[g];
+    launch.groups[st.item.workgroup_id].scheduler.add(&st.task);
+  }
+}
+
 // Builds the ids, barriers and stacks; may throw std::bad_alloc. Returns 0,
 // -FI_ENOMEM (no stack) or -FI_EAGAIN (the test seam).
 int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) {
@@ -128,6 +142,8 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
   const uint32_t sg = cfg.subgroup_size;
   const uint32_t sg_per_wg = wg / sg;
   const uint32_t total = cfg.grid * wg;
+  g_launches_built.fetch_add(1, std::memory_order_relaxed);
+  launch.config = cfg;
   launch.kernel = &kernel;
   for (uint32_t i = 0; i < cfg.grid * sg_per_wg; ++i) launch.subgroups.emplace_back(sg);
   for (uint32_t i = 0; i < cfg.grid; ++i) launch.workgroups.emplace_back(wg);
@@ -168,13 +184,44 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
     st.task.body = work_item_main;
     st.task.user = &st;
   }
-  for (uint32_t g = 0; g < total; ++g) {
-    ItemState& st = launch.items[g];
-    Group& group = launch.groups[st.item.workgroup_id];
-    group.launch = &launch;
-    group.scheduler.add(&st.task);
-  }
+  for (uint32_t g = 0; g < cfg.grid; ++g) launch.groups[g].launch = &launch;
+  add_fibers(launch);
   return 0;
+}
+
+// Readies a launch that ran to its end (every work-item returned, so every
+// barrier was left by all its members) for another run of the same shape.
+void rearm_launch(Launch& launch, const Kernel& kernel) {
+  const LaunchConfig& cfg = launch.config;
+  launch.kernel = &kernel;
+  launch.kernel_threw.store(false, std::memory_order_relaxed);
+  for (LocalBarrier& b : launch.subgroups) b.rearm(cfg.subgroup_size);
+  for (LocalBarrier& b : launch.workgroups) b.rearm(cfg.workgroup_size);
+  if (launch.device_local) launch.device_local->rearm(launch.total);
+  if (launch.device_shared) launch.device_shared->rearm(launch.total);
+  for (uint32_t g = 0; g < launch.total; ++g) launch.items[g].task.stack.recycle();
+  add_fibers(launch);
+}
+
+bool same_shape(const LaunchConfig& a, const LaunchConfig& b) {
+  return a.grid == b.grid && a.workgroup_size == b.workgroup_size && a.subgroup_size == b.subgroup_size &&
+         a.cooperative == b.cooperative && a.stack_size == b.stack_size;
+}
+
+// The calling thread's last launch. A launch nested in one of its
+// work-items finds it empty (the outer launch holds it) and builds its own.
+thread_local std::unique_ptr<Launch> t_reusable;
+
+std::unique_ptr<Launch> take_reusable(const LaunchConfig& cfg) {
+  if (!t_reusable || !same_shape(t_reusable->config, cfg)) return nullptr;
+  // The seam fails launches as they are built.
+  if (g_fail_thread_start_after.load(std::memory_order_relaxed) >= 0) return nullptr;
+  return std::move(t_reusable);
+}
+
+void keep_reusable(std::unique_ptr<Launch> launch) {
+  if (uint64_t{launch->total} * launch->config.stack_size > kMaxReusedStackBytes) return;
+  t_reusable = std::move(launch);
 }
 
 // Work-group 0 runs on the calling thread, the others on pool threads, all
@@ -216,9 +263,19 @@ int launch(const LaunchConfig& config, const Kernel& kernel) {
   if (rc != 0) return rc;
   if (!kernel) return -FI_EINVAL;
   try {
-    Launch state;
-    rc = build_launch(config, kernel, state);
-    return rc != 0 ? rc : run_launch(state);
+    std::unique_ptr<Launch> state = take_reusable(config);
+    if (state) {
+      rearm_launch(*state, kernel);
+    } else {
+      state = std::make_unique<Launch>();
+      rc = build_launch(config, kernel, *state);
+      if (rc != 0) return rc;
+    }
+    rc = run_launch(*state);
+    // Work-items that ran left everything as they found it; a launch that
+    // could not start its threads still holds fibers that never ran.
+    if (rc == 0 || rc == -FI_EOTHER) keep_reusable(std::move(state));
+    return rc;
   } catch (const std::bad_alloc&) {
     return -FI_ENOMEM;
   }
@@ -227,6 +284,8 @@ int launch(const LaunchConfig& config, const Kernel& kernel) {
 void fail_thread_start_after_for_testing(int n) {
   g_fail_thread_start_after.store(n, std::memory_order_relaxed);
 }
+
+uint64_t launches_built_for_testing() { return g_launches_built.load(std::memory_order_relaxed); }
 
 const WorkItem* current_work_item() {
   const ItemState* st = current_item();
