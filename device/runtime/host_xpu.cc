@@ -47,7 +47,7 @@ struct ItemState {
   LocalBarrier* workgroup = nullptr;
   // At most one is set; neither when the launch is not cooperative.
   LocalBarrier* device_local = nullptr;
-  GroupBarrier* device_shared = nullptr;
+  ThreadShareBarrier* device_shared = nullptr;  // this work-group's share
   Launch* launch = nullptr;
 
   bool has_device() const { return device_local != nullptr || device_shared != nullptr; }
@@ -73,7 +73,9 @@ struct Launch {
   std::deque<LocalBarrier> subgroups;
   std::deque<LocalBarrier> workgroups;
   std::unique_ptr<LocalBarrier> device_local;
-  std::unique_ptr<GroupBarrier> device_shared;
+  // Several work-groups: one share per work-group, meeting in device_across.
+  std::unique_ptr<GroupBarrier> device_across;
+  std::deque<ThreadShareBarrier> device_shares;
   std::unique_ptr<ItemState[]> items;
   uint32_t total = 0;
   std::unique_ptr<Group[]> groups;
@@ -148,7 +150,10 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
   for (uint32_t i = 0; i < cfg.grid * sg_per_wg; ++i) launch.subgroups.emplace_back(sg);
   for (uint32_t i = 0; i < cfg.grid; ++i) launch.workgroups.emplace_back(wg);
   if (cfg.cooperative && cfg.grid == 1) launch.device_local = std::make_unique<LocalBarrier>(total);
-  if (cfg.cooperative && cfg.grid > 1) launch.device_shared = std::make_unique<GroupBarrier>(total);
+  if (cfg.cooperative && cfg.grid > 1) {
+    launch.device_across = std::make_unique<GroupBarrier>(cfg.grid);
+    for (uint32_t i = 0; i < cfg.grid; ++i) launch.device_shares.emplace_back(wg, launch.device_across.get());
+  }
   launch.items.reset(new ItemState[total]);
   launch.total = total;
   launch.groups.reset(new Group[cfg.grid]);
@@ -171,7 +176,7 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
     st.subgroup = &launch.subgroups[it.workgroup_id * sg_per_wg + it.subgroup_id];
     st.workgroup = &launch.workgroups[it.workgroup_id];
     st.device_local = launch.device_local.get();
-    st.device_shared = launch.device_shared.get();
+    if (launch.device_across) st.device_shared = &launch.device_shares[it.workgroup_id];
     st.launch = &launch;
     if (fail_after >= 0 && g >= static_cast<uint32_t>(fail_after)) {
       std::fprintf(stderr, "host_xpu: could not start work-item %u of %u; launch cancelled\n", g, total);
@@ -198,7 +203,8 @@ void rearm_launch(Launch& launch, const Kernel& kernel) {
   for (LocalBarrier& b : launch.subgroups) b.rearm(cfg.subgroup_size);
   for (LocalBarrier& b : launch.workgroups) b.rearm(cfg.workgroup_size);
   if (launch.device_local) launch.device_local->rearm(launch.total);
-  if (launch.device_shared) launch.device_shared->rearm(launch.total);
+  if (launch.device_across) launch.device_across->rearm(cfg.grid);
+  for (ThreadShareBarrier& b : launch.device_shares) b.rearm(cfg.workgroup_size);
   for (uint32_t g = 0; g < launch.total; ++g) launch.items[g].task.stack.recycle();
   add_fibers(launch);
 }

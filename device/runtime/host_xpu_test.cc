@@ -395,7 +395,7 @@ TEST(HostXpu, ReusedLaunchStartsWithEveryMember) {
   for (const LaunchConfig& c : {config(1, 32, 8), config(3, 16, 4)}) {
     ASSERT_EQ(broadcast_from_item_one(c), 0);
     const uint64_t built = launches_built_for_testing();
-    for (int round = 0; round < 20; ++round) {
+    for (int round = 0; round < 8; ++round) {
       // Odd work-items leave at once; the others keep meeting without them.
       ASSERT_EQ(launch(c,
                        [](const WorkItem& it) {
@@ -456,12 +456,36 @@ TEST(HostXpu, ManyLaunchesLeaveNoThreadsBehind) {
   ASSERT_EQ(launch(config(8, 4, 2), [](const WorkItem&) { xpu_device_barrier(); }), 0);
   const size_t after_first = thread_count();
   std::atomic<int> failures{0};
-  for (int round = 0; round < 200; ++round) {
+  for (int round = 0; round < 64; ++round) {
     const uint32_t grid = 1 + round % 8;
     if (launch(config(grid, 4, 2), [](const WorkItem&) { xpu_device_barrier(); }) != 0) failures++;
   }
   EXPECT_EQ(failures.load(), 0);
   EXPECT_LE(thread_count(), after_first);
+}
+
+// Device scope across work-groups: a work-group that returns at once leaves
+// it whole, members that return later leave their own work-group's share,
+// and a broadcast whose source has returned gives 0 to everyone.
+TEST(HostXpu, DeviceScopeWhenWorkItemsAndWorkGroupsLeave) {
+  constexpr uint32_t kGrid = 3, kWg = 4;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  ASSERT_EQ(launch(config(kGrid, kWg, 2),
+                   [&](const WorkItem& it) {
+                     if (it.workgroup_id == 1) return;
+                     for (int r = 0; r < 5; ++r) {
+                       if (xpu_device_broadcast_u64(1000 + it.global_id, 1) != 1001) failures++;
+                       if (xpu_device_broadcast_u64(1000 + it.global_id, kWg + 1) != 0) failures++;
+                       // The last of each work-group leaves after the first round.
+                       if (r == 0 && it.local_id == kWg - 1) return;
+                       xpu_device_barrier();
+                     }
+                     finished++;
+                   }),
+            0);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(finished.load(), 2 * (kWg - 1));
 }
 
 TEST(HostXpu, BroadcastFromAReturnedSourceIsZero) {
