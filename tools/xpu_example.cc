@@ -112,6 +112,11 @@ struct Timed {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   }
+  double slowest() const {
+    double m = 0;
+    for (const Phases& p : runs) m = std::max(m, p.total);
+    return m;
+  }
 };
 
 // Runs `kernel` `launches` times back to back, timing each and the CPU they took.
@@ -439,10 +444,13 @@ int run(size_t bytes, uint32_t launches) {
          "%.3f ms, back to the host %.3f ms\n",
          timed_read.median(&Phases::start), timed_read.median(&Phases::post), timed_read.median(&Phases::reap),
          timed_read.median(&Phases::exit));
+  // Means, so a few slow launches (a retransmission timeout, the NIC or the launching thread
+  // preempted on a busy machine) weigh in: the slowest launch is shown beside them.
   printf("              CPU per launch (getrusage): write %.3f ms on the launching thread + %.3f ms on the "
-         "process's other threads (the emulated NIC), read %.3f ms + %.3f ms\n",
+         "process's other threads (the emulated NIC), read %.3f ms + %.3f ms; slowest launch: write %.3f ms, "
+         "read %.3f ms\n",
          timed_write.cpu_ms_launcher, timed_write.cpu_ms_others, timed_read.cpu_ms_launcher,
-         timed_read.cpu_ms_others);
+         timed_read.cpu_ms_others, timed_write.slowest(), timed_read.slowest());
 
   // (c) A write with a bad key: the error completion comes out of fi_xpu_cq_readerr.
   void* err_ctx = reinterpret_cast<void*>(uintptr_t{0xe77});
