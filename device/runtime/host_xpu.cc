@@ -3,7 +3,6 @@
 #include "device/runtime/host_xpu.h"
 
 #include <sched.h>
-#include <time.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -121,60 +120,10 @@ void work_item_main(FiberTask* task) {
   leave_scopes(*st);
 }
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// A wait this long is not about to end: the thread naps instead of spinning,
-// leaving the core to what it waits for (on a machine with few cores, often
-// the emulated NIC's thread) and to everyone else. Shorter waits, such as a
-// NIC's round trip, only spin.
-constexpr uint64_t kSpinBeforeNapNs = 200000;
-// Checks of the clock further apart than this belong to separate waits.
-constexpr uint64_t kSameWaitGapNs = 20000;
-// One nap (the OS's timer slack, 50 us by default, comes on top).
-constexpr long kNapNs = 10000;
-
-// The calling thread's spin wait with nothing else to run.
-struct AloneWait {
-  uint32_t spins = 0;
-  uint64_t since_ns = 0;  // when this wait began
-  uint64_t last_ns = 0;   // the end of the last check of the clock; 0: none in this wait
-};
-thread_local AloneWait t_wait;
-
-// What follows is another wait: a work-item of the group ran, or a
-// work-group starts.
-void end_alone_wait() { t_wait.last_ns = 0; }
-
-// One spin of a work-group none of whose work-items can run. A system call
-// per spin would hand the core to any runnable process for a whole time
-// slice on a busy machine: the thread pauses, and every 16th call looks at
-// the clock and offers the core (sched_yield), or naps once the wait is long.
-void relax_alone() {
-  AloneWait& w = t_wait;
-  if ((++w.spins & 15) != 0) {
-    cpu_pause();
-    return;
-  }
-  const uint64_t now = monotonic_ns();
-  if (now - w.last_ns > kSameWaitGapNs) w.since_ns = now;
-  if (now - w.since_ns < kSpinBeforeNapNs) {
-    sched_yield();
-  } else {
-    timespec nap{0, kNapNs};
-    nanosleep(&nap, nullptr);
-  }
-  w.last_ns = monotonic_ns();
-}
-
 // A work-group run by a pool thread.
 void group_main(void* arg) {
   auto* group = static_cast<Group*>(arg);
   Launch& launch = *group->launch;
-  end_alone_wait();
   group->scheduler.run();
   std::lock_guard<std::mutex> lock(launch.done_mu);
   if (--launch.running == 0) launch.done_cv.notify_one();
@@ -295,7 +244,6 @@ int run_launch(Launch& launch) {
       return -FI_EAGAIN;
     }
   }
-  end_alone_wait();
   launch.groups[0].scheduler.run();
   if (others > 0) {
     std::unique_lock<std::mutex> lock(launch.done_mu);
@@ -303,7 +251,6 @@ int run_launch(Launch& launch) {
   }
   return launch.kernel_threw.load(std::memory_order_relaxed) ? -FI_EOTHER : 0;
 }
-
 
 }  // namespace
 
@@ -368,11 +315,17 @@ void xpu_host_relax(void) {
     sched_yield();
     return;
   }
-  if (xpufab::runtime::FiberScheduler::yield()) {
-    xpufab::runtime::end_alone_wait();
-    return;
+  if (xpufab::runtime::FiberScheduler::yield()) return;
+  // Nothing else of this work-group can run. A system call per spin would
+  // hand the core to any runnable process for a whole time slice on a busy
+  // machine; the thread offers it now and then and otherwise just pauses
+  // (the OS still preempts it for the thread it waits for).
+  thread_local uint32_t spins = 0;
+  if ((++spins & 15) == 0) {
+    sched_yield();
+  } else {
+    xpufab::runtime::cpu_pause();
   }
-  xpufab::runtime::relax_alone();
 }
 
 int xpu_host_scope_supported(int scope) {

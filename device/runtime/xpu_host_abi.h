@@ -83,9 +83,8 @@ uint64_t xpu_host_device_broadcast(uint64_t value, uint32_t src);
  * One step of a spin wait (what xpu_relax() of device/xpu_prims.h calls on
  * the host). On a work-item it runs the other work-items of its work-group
  * that can run (they share one thread) and comes back; when none can, it
- * pauses the CPU and every 16th call gives the core away (sched_yield), or,
- * once the wait has lasted 200 us, sleeps for about 10 us plus the OS's
- * timer slack. Elsewhere it gives the core away.
+ * pauses the CPU and every 16th call gives the core away (sched_yield).
+ * Elsewhere it gives the core away.
  */
 void xpu_host_relax(void);
 
