@@ -4,7 +4,7 @@
 //   RDMA write and read with the data verified,
 //   an error completion (RDMA write with a bad key) read through fi_xpu_cq_readerr.
 // Prints what moved, how many completions were read and how long each part took (measured).
-//   xpu_example [bytes_per_work_item]     (default 4096, at most the MTU)
+//   xpu_example [bytes_per_work_item [timed_launches]]   (defaults 4096, at most the MTU, and 20)
 // Exit status 0 when every check passed, 2 when the device lacks a capability the example needs
 // (RDMA write/read, XPU endpoints, CQs, counters), 1 on any other failure.
 #include <rdma/fabric.h>
@@ -14,6 +14,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_xpu.h>
 #include <rdma/fi_xpu_device.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -78,6 +79,67 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// When the parts of one launch ended, as its work-group's leader saw them.
+struct Marks {
+  Clock::time_point started, posted, counted, reaped;
+};
+
+// One timed launch, in milliseconds: from the host's launch() call to the first work-item's
+// start, posting (WQEs written, doorbell rung), waiting for the NIC (until the counter said done),
+// reading the completions, and from the last work-item's end back to the host.
+struct Phases {
+  double start, post, nic, reap, exit, total;
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double cpu_ms(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+struct Timed {
+  std::vector<Phases> runs;
+  double cpu_ms_launcher = 0;  // per launch, the launching thread (it runs the whole work-group)
+  double cpu_ms_others = 0;    // per launch, every other thread of the process
+
+  double median(double Phases::*part) const {
+    std::vector<double> v;
+    for (const Phases& p : runs) v.push_back(p.*part);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+  double slowest() const {
+    double m = 0;
+    for (const Phases& p : runs) m = std::max(m, p.total);
+    return m;
+  }
+};
+
+// Runs `kernel` `launches` times back to back, timing each and the CPU they took.
+template <typename Kernel>
+int time_launches(const xpufab::runtime::LaunchConfig& cfg, const Kernel& kernel, uint32_t launches,
+                  const Marks* marks, Timed* out) {
+  const double thread0 = cpu_ms(RUSAGE_THREAD), self0 = cpu_ms(RUSAGE_SELF);
+  for (uint32_t r = 0; r < launches; ++r) {
+    const auto called = Clock::now();
+    int rc = xpufab::runtime::launch(cfg, kernel);
+    const auto returned = Clock::now();
+    if (rc != 0) return rc;
+    const Marks& m = *marks;
+    out->runs.push_back(Phases{ms_between(called, m.started), ms_between(m.started, m.posted),
+                               ms_between(m.posted, m.counted), ms_between(m.counted, m.reaped),
+                               ms_between(m.reaped, returned), ms_between(called, returned)});
+  }
+  const double thread = cpu_ms(RUSAGE_THREAD) - thread0, self = cpu_ms(RUSAGE_SELF) - self0;
+  out->cpu_ms_launcher = thread / launches;
+  out->cpu_ms_others = (self - thread) / launches;
+  return 0;
+}
+
 // The device-side view of one endpoint.
 struct DevEp {
   fid_xpu_ep* ep;
@@ -85,7 +147,7 @@ struct DevEp {
   fid_xpu_cntr* cntr;
 };
 
-int run(size_t bytes) {
+int run(size_t bytes, uint32_t launches) {
   const int wg = FI_XPU_WORK_GROUP;
   xpufab::runtime::LaunchConfig cfg;
   cfg.grid = 1;
@@ -312,21 +374,35 @@ int run(size_t bytes) {
   memset(buf[1].data(), 0, total);
   const uint64_t remote = reinterpret_cast<uintptr_t>(buf[1].data());
   const uint64_t key = fi_mr_key(mr[1]);
+  // The group's leader notes when each part of a launch ended (the other work-items are in the
+  // same collective calls, so the leader's times are the group's).
+  Marks marks;
+  auto mark = [&](Clock::time_point* at) {
+    if (xpu_scope_is_leader(wg)) *at = Clock::now();
+  };
   auto write_kernel = [&](const xpufab::runtime::WorkItem& it) {
     const uint32_t i = it.local_id;
+    mark(&marks.started);
     const uint64_t before = fi_xpu_cntr_read(dev[0].cntr, wg);
     if (fi_xpu_write(dev[0].ep, buf[0].data() + i * bytes, bytes, ddesc[0], 0, dpeer[1], remote + i * bytes,
                      key, nullptr, 0, wg) != 0)
       bad++;
+    mark(&marks.posted);
     fi_xpu_cntr_wait(dev[0].cntr, before + kItems, 5000, wg);
+    mark(&marks.counted);
     reap(dev[0].cq, tx_entries.data(), kItems, FI_RMA | FI_WRITE);
+    mark(&marks.reaped);
   };
   auto read_kernel = [&](const xpufab::runtime::WorkItem& it) {
     const uint32_t i = it.local_id;
+    mark(&marks.started);
     if (fi_xpu_read(dev[0].ep, back.data() + i * bytes, bytes, ddesc[2], dpeer[1], remote + i * bytes, key,
                     nullptr, 0, wg) != 0)
       bad++;
+    mark(&marks.posted);
+    marks.counted = marks.posted;  // no counter wait: the reads complete while the CQ is polled
     reap(dev[0].cq, tx_entries.data(), kItems, FI_RMA | FI_READ);
+    mark(&marks.reaped);
   };
   t = Clock::now();
   CHECK(xpufab::runtime::launch(cfg, write_kernel));
@@ -340,36 +416,41 @@ int run(size_t bytes) {
   moved += 2 * total;
   // The first launch of each kind also pays for the emulated NIC waking from idle (it naps when
   // nothing was posted for a while); back-to-back launches show the steady rate.
-  constexpr int kTimedLaunches = 20;
   const uint64_t completions_before = completions.load();
-  std::vector<double> write_ms, read_ms;
-  for (int r = 0; r < kTimedLaunches; ++r) {
-    t = Clock::now();
-    CHECK(xpufab::runtime::launch(cfg, write_kernel));
-    write_ms.push_back(ms_since(t));
-  }
-  for (int r = 0; r < kTimedLaunches; ++r) {
-    t = Clock::now();
-    CHECK(xpufab::runtime::launch(cfg, read_kernel));
-    read_ms.push_back(ms_since(t));
-  }
+  Timed timed_write, timed_read;
+  CHECK(time_launches(cfg, write_kernel, launches, &marks, &timed_write));
+  CHECK(time_launches(cfg, read_kernel, launches, &marks, &timed_read));
   EXPECT(bad.load() == 0, "repeated RDMA write/read");
-  EXPECT(completions.load() - completions_before == 2u * kTimedLaunches * kItems, "repeated completions");
+  EXPECT(completions.load() - completions_before == 2u * launches * kItems, "repeated completions");
   completions.store(completions_before);
   EXPECT(memcmp(back.data(), buf[0].data(), total) == 0, "repeated RDMA write/read data");
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   auto mbps = [&](double ms) { return total / 1e3 / (ms > 0 ? ms : 1e-3); };
   printf("  rdma write: %zu B written, %u completions, data verified, %.3f ms (%.1f MB/s)\n", total, kItems,
          ms_write, mbps(ms_write));
   printf("  rdma read:  %zu B read back, %u completions, data verified, %.3f ms (%.1f MB/s)\n", total, kItems,
          ms_read, mbps(ms_read));
-  const double wm = median(write_ms), rm = median(read_ms);
-  printf("  steady:     %d more launches each, all completions read, data verified; median per %zu B launch: write %.3f ms "
+  const double wm = timed_write.median(&Phases::total), rm = timed_read.median(&Phases::total);
+  printf("  steady:     %u more launches each, all completions read, data verified; median per %zu B launch: write %.3f ms "
          "(%.1f MB/s), read %.3f ms (%.1f MB/s); the first of each above includes the NIC waking up\n",
-         kTimedLaunches, total, wm, mbps(wm), rm, mbps(rm));
+         launches, total, wm, mbps(wm), rm, mbps(rm));
+  printf("              each timed on the host from launch() to its return: 1 work-group of %u work-items on one "
+         "thread, each posting one %zu B operation; the group rings one doorbell\n",
+         kItems, bytes);
+  printf("              write, medians: to work-item 0 %.3f ms, posting %.3f ms, NIC until the counter reached %u "
+         "%.3f ms, reading the completions %.3f ms, back to the host %.3f ms\n",
+         timed_write.median(&Phases::start), timed_write.median(&Phases::post), kItems,
+         timed_write.median(&Phases::nic), timed_write.median(&Phases::reap), timed_write.median(&Phases::exit));
+  printf("              read, medians:  to work-item 0 %.3f ms, posting %.3f ms, NIC and reading the completions "
+         "%.3f ms, back to the host %.3f ms\n",
+         timed_read.median(&Phases::start), timed_read.median(&Phases::post), timed_read.median(&Phases::reap),
+         timed_read.median(&Phases::exit));
+  // Means, so a few slow launches (a retransmission timeout, the NIC or the launching thread
+  // preempted on a busy machine) weigh in: the slowest launch is shown beside them.
+  printf("              CPU per launch (getrusage): write %.3f ms on the launching thread + %.3f ms on the "
+         "process's other threads (the emulated NIC), read %.3f ms + %.3f ms; slowest launch: write %.3f ms, "
+         "read %.3f ms\n",
+         timed_write.cpu_ms_launcher, timed_write.cpu_ms_others, timed_read.cpu_ms_launcher,
+         timed_read.cpu_ms_others, timed_write.slowest(), timed_read.slowest());
 
   // (c) A write with a bad key: the error completion comes out of fi_xpu_cq_readerr.
   void* err_ctx = reinterpret_cast<void*>(uintptr_t{0xe77});
@@ -432,10 +513,12 @@ int run(size_t bytes) {
 
 int main(int argc, char** argv) {
   size_t bytes = argc > 1 ? strtoul(argv[1], nullptr, 0) : 4096;
-  if (bytes == 0 || bytes > 8192) {
-    fprintf(stderr, "usage: %s [bytes_per_work_item: 1..8192]\n", argv[0]);
+  unsigned long launches = argc > 2 ? strtoul(argv[2], nullptr, 0) : 20;
+  if (bytes == 0 || bytes > 8192 || launches == 0 || launches > 1000000) {
+    fprintf(stderr, "usage: %s [bytes_per_work_item: 1..8192] [timed_launches: 1..1000000, default 20]\n",
+            argv[0]);
     return 2;
   }
   if (!getenv("FI_EFA_BACKEND")) setenv("FI_EFA_BACKEND", "emu", 1);
-  return run(bytes);
+  return run(bytes, static_cast<uint32_t>(launches));
 }

@@ -160,6 +160,14 @@ bool FiberStack::acquire(size_t bytes) {
   return true;
 }
 
+void FiberStack::recycle() {
+#if defined(XPUFAB_FIBER_ASAN_)
+  // Frames of the last fiber never returned: their redzones are still
+  // poisoned.
+  if (base_ != nullptr) ASAN_UNPOISON_MEMORY_REGION(base_, size_);
+#endif
+}
+
 void FiberStack::release() {
   if (base_ == nullptr) return;
   if (!StackCache::get().put(base_, size_)) munmap(base_ - page_size(), size_ + page_size());
@@ -221,8 +229,13 @@ void FiberContext::prepare(const FiberStack& stack, Entry entry, void* arg) {
   sp_ = frame;
 #endif
 #if defined(XPUFAB_FIBER_TSAN_)
-  tsan_fiber_ = __tsan_create_fiber(0);
-  owns_tsan_fiber_ = true;
+  // A context prepared again (a reused launch) keeps its fiber: creating one
+  // costs ThreadSanitizer a large zeroed allocation, and the runs of one
+  // context are ordered anyway (each ended before the next was prepared).
+  if (!owns_tsan_fiber_) {
+    tsan_fiber_ = __tsan_create_fiber(0);
+    owns_tsan_fiber_ = true;
+  }
 #endif
 }
 

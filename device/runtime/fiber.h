@@ -39,6 +39,9 @@ class FiberStack {
   bool acquire(size_t bytes);
   // Hands the stack back to the cache (or the system).
   void release();
+  // Makes the stack of a fiber that has ended usable by the next one
+  // prepared on it.
+  void recycle();
 
   char* base() const { return base_; }  // lowest usable byte
   size_t size() const { return size_; }

@@ -26,8 +26,24 @@ void FiberScheduler::fiber_main(void* arg) {
   FiberScheduler* s = task->scheduler;
   --s->live_;
   s->yield_streak_ = 0;
-  t_task = nullptr;
-  task->context.exit_to(s->context_);
+  if (s->woken_pending_.load(std::memory_order_acquire)) s->take_woken(false);
+  FiberTask* next = s->pop_ready();
+  t_task = next;
+  task->context.exit_to(next != nullptr ? next->context : s->context_);
+}
+
+void FiberScheduler::switch_away(FiberTask* from) {
+  if (woken_pending_.load(std::memory_order_acquire)) take_woken(false);
+  FiberTask* next = pop_ready();
+  // `from` may be the one popped: a yield with nobody else ready, or a wake
+  // that came before the block. It then simply goes on.
+  if (next == from) {
+    t_task = from;
+    return;
+  }
+  t_task = next;
+  from->context.switch_to(next != nullptr ? next->context : context_);
+  // Whoever switched back here set t_task to this fiber.
 }
 
 void FiberScheduler::run() {
@@ -58,8 +74,7 @@ void FiberScheduler::block() {
   FiberTask* task = t_task;
   FiberScheduler* s = task->scheduler;
   s->yield_streak_ = 0;
-  t_task = nullptr;
-  task->context.switch_to(s->context_);
+  s->switch_away(task);
 }
 
 bool FiberScheduler::yield() {
@@ -76,8 +91,7 @@ bool FiberScheduler::yield() {
     sched_yield();
   }
   s->push_ready(task);
-  t_task = nullptr;
-  task->context.switch_to(s->context_);
+  s->switch_away(task);
   return true;
 }
 
@@ -92,6 +106,17 @@ void FiberScheduler::wake(FiberTask* task) {
   s->woken_ = task;
   s->woken_pending_.store(true, std::memory_order_release);
   s->woken_cv_.notify_one();
+}
+
+void FiberScheduler::wake_local(FiberTask* head, FiberTask* tail) {
+  if (head == nullptr) return;
+  tail->next = nullptr;
+  if (ready_tail_ != nullptr) {
+    ready_tail_->next = head;
+  } else {
+    ready_head_ = head;
+  }
+  ready_tail_ = tail;
 }
 
 void FiberScheduler::push_ready(FiberTask* task) {

@@ -3,15 +3,19 @@
 //
 // The host XPU gives each work-group one scheduler: its work-items are
 // fibers that run one at a time, each until it blocks (a barrier it must
-// wait at) or yields (a spin wait: xpu_relax). A fiber blocked here can be
-// woken from any thread (a device-scope barrier spans work-groups); the
-// scheduler's thread sleeps when none of its fibers can run.
+// wait at) or yields (a spin wait: xpu_relax). A fiber that stops hands the
+// CPU straight to the next runnable fiber (one context switch, not two via
+// the scheduler's loop), which is what a collective of a whole work-group
+// costs per member. A fiber blocked here can be woken from any thread (a
+// device-scope barrier spans work-groups); the scheduler's thread sleeps
+// when none of its fibers can run.
 #ifndef XPUFAB_DEVICE_RUNTIME_FIBER_SCHEDULER_H_
 #define XPUFAB_DEVICE_RUNTIME_FIBER_SCHEDULER_H_
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 #include "device/runtime/fiber.h"
@@ -37,6 +41,7 @@ struct FiberTask {
   void* user = nullptr;  // the work-item
   FiberScheduler* scheduler = nullptr;
   FiberTask* next = nullptr;  // link in exactly one ready queue or wait list
+  uint64_t wake_value = 0;    // what the barrier that woke it hands it
 };
 
 class FiberScheduler {
@@ -62,9 +67,15 @@ class FiberScheduler {
   // Makes a fiber suspended in block() (or about to call it) runnable.
   // Callable from any thread; exactly once per block().
   static void wake(FiberTask* task);
+  // Makes the list head..tail (linked by `next`) of fibers blocked on this
+  // scheduler runnable, in list order. Only from a fiber of this scheduler.
+  void wake_local(FiberTask* head, FiberTask* tail);
 
  private:
   static void fiber_main(void* arg);
+  // Leaves the fiber `from` (running, already queued or parked wherever it
+  // waits) for the next runnable one, or for the loop when none is.
+  void switch_away(FiberTask* from);
   void push_ready(FiberTask* task);
   FiberTask* pop_ready();
   void take_woken(bool wait);

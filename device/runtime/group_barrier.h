@@ -10,6 +10,66 @@
 
 namespace xpufab::runtime {
 
+// The barrier of a scope whose members are all fibers of one scheduler (a
+// subgroup, a work-group, the device of a one-work-group launch), with the
+// same contract as GroupBarrier below. Its members take turns on one
+// thread, so it needs no lock: arriving is a count and a hand-off to the
+// next runnable member, and the last to arrive moves every waiter to the
+// ready queue at once. The fiber switches order every member's accesses,
+// for ThreadSanitizer too (its fiber switches synchronize).
+class LocalBarrier {
+ public:
+  explicit LocalBarrier(uint32_t members) : expected_(members) {}
+  LocalBarrier(const LocalBarrier&) = delete;
+  LocalBarrier& operator=(const LocalBarrier&) = delete;
+
+  // As GroupBarrier::arrive_and_wait; only from a fiber of the members'
+  // scheduler.
+  uint64_t arrive_and_wait(bool is_source, uint64_t value) {
+    if (is_source) value_ = value;
+    if (++arrived_ == expected_) return complete_phase();
+    FiberTask* self = FiberScheduler::current();
+    self->next = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next = self;
+    } else {
+      head_ = self;
+    }
+    tail_ = self;
+    FiberScheduler::block();
+    return self->wake_value;
+  }
+
+  // As GroupBarrier::arrive_and_drop.
+  void arrive_and_drop() {
+    --expected_;
+    if (arrived_ > 0 && arrived_ == expected_) complete_phase();
+  }
+
+  // Gives the barrier `members` members again, for the next launch; only
+  // once every member of the last one has left.
+  void rearm(uint32_t members) { expected_ = members; }
+
+ private:
+  uint64_t complete_phase() {
+    const uint64_t result = value_;
+    FiberTask* head = head_;
+    FiberTask* tail = tail_;
+    for (FiberTask* w = head; w != nullptr; w = w->next) w->wake_value = result;
+    arrived_ = 0;
+    value_ = 0;
+    head_ = tail_ = nullptr;
+    if (head != nullptr) head->scheduler->wake_local(head, tail);
+    return result;
+  }
+
+  uint32_t expected_;         // members that have not left
+  uint32_t arrived_ = 0;      // arrivals in the current phase
+  uint64_t value_ = 0;        // the current phase's broadcast value
+  FiberTask* head_ = nullptr; // blocked in the current phase, in arrival order
+  FiberTask* tail_ = nullptr;
+};
+
 // A reusable barrier for a fixed set of work-item fibers that can also
 // carry one value from a chosen member to all (a broadcast), and that
 // members may leave for good. A member that must wait blocks its fiber, so
@@ -62,6 +122,12 @@ class GroupBarrier {
     wake_all(waiters);
   }
 
+  // As LocalBarrier::rearm.
+  void rearm(uint32_t members) {
+    std::lock_guard<std::mutex> lock(mu_);
+    expected_ = members;
+  }
+
  private:
   FiberTask* complete_phase_locked() {
     arrived_ = 0;
@@ -87,6 +153,79 @@ class GroupBarrier {
   uint64_t phase_ = 0;            // guarded by mu_: completed phases
   uint64_t value_[2] = {};        // guarded by mu_: broadcast value per phase parity
   FiberTask* waiters_ = nullptr;  // guarded by mu_: blocked in the current phase
+};
+
+// One thread's share of a barrier whose members are fibers of several
+// threads (the device of a launch of several work-groups), with the
+// contract of GroupBarrier. The members of each thread meet as in a
+// LocalBarrier; the last of them to arrive then meets, in `across` (one
+// member per thread), the last arrivals of the other threads, carrying the
+// broadcast value if its thread's source arrived, and hands the outcome to
+// its thread's waiters. Only one fiber per thread crosses threads, instead
+// of every member taking a lock and being woken from another thread.
+class ThreadShareBarrier {
+ public:
+  ThreadShareBarrier(uint32_t members, GroupBarrier* across) : expected_(members), across_(across) {}
+  ThreadShareBarrier(const ThreadShareBarrier&) = delete;
+  ThreadShareBarrier& operator=(const ThreadShareBarrier&) = delete;
+
+  uint64_t arrive_and_wait(bool is_source, uint64_t value) {
+    if (is_source) {
+      has_source_ = true;
+      value_ = value;
+    }
+    if (++arrived_ == expected_) return complete_phase();
+    FiberTask* self = FiberScheduler::current();
+    self->next = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next = self;
+    } else {
+      head_ = self;
+    }
+    tail_ = self;
+    FiberScheduler::block();
+    return self->wake_value;
+  }
+
+  // The last member of this thread to leave takes the thread out of
+  // `across`; one whose leaving completes a phase meets the other threads
+  // for the waiters first (it may block then).
+  void arrive_and_drop() {
+    if (--expected_ == 0) {
+      across_->arrive_and_drop();
+    } else if (arrived_ > 0 && arrived_ == expected_) {
+      complete_phase();
+    }
+  }
+
+  // As LocalBarrier::rearm; `across` is rearmed by its owner.
+  void rearm(uint32_t members) { expected_ = members; }
+
+ private:
+  uint64_t complete_phase() {
+    // This thread's other members all wait here, so the phase's state can
+    // be taken before meeting the other threads.
+    FiberTask* head = head_;
+    FiberTask* tail = tail_;
+    const bool has_source = has_source_;
+    const uint64_t value = value_;
+    arrived_ = 0;
+    has_source_ = false;
+    value_ = 0;
+    head_ = tail_ = nullptr;
+    const uint64_t result = across_->arrive_and_wait(has_source, value);
+    for (FiberTask* w = head; w != nullptr; w = w->next) w->wake_value = result;
+    if (head != nullptr) head->scheduler->wake_local(head, tail);
+    return result;
+  }
+
+  uint32_t expected_;  // members of this thread that have not left
+  uint32_t arrived_ = 0;
+  bool has_source_ = false;  // the current phase's source is of this thread
+  uint64_t value_ = 0;
+  FiberTask* head_ = nullptr;  // blocked in the current phase, in arrival order
+  FiberTask* tail_ = nullptr;
+  GroupBarrier* across_;
 };
 
 }  // namespace xpufab::runtime

@@ -27,20 +27,38 @@ namespace {
 constexpr size_t kMinStackSize = size_t{64} << 10;
 constexpr size_t kMaxStackSize = size_t{64} << 20;
 
+// A thread keeps its last launch for the next of the same shape, stacks
+// and barriers included, unless its stacks would pin more than this.
+constexpr size_t kMaxReusedStackBytes = size_t{64} << 20;
+
 // Test seam: when >= 0, work-item starts after this many in a launch fail.
 std::atomic<int> g_fail_thread_start_after{-1};
+std::atomic<uint64_t> g_launches_built{0};
 
 struct Launch;
 
 // One work-item: its ids, its fiber and the barriers of its three
-// collective scopes.
+// collective scopes. A subgroup and a work-group are fibers of one thread;
+// the device is too when the grid has one work-group.
 struct ItemState {
   WorkItem item{};
   FiberTask task;
-  GroupBarrier* subgroup = nullptr;
-  GroupBarrier* workgroup = nullptr;
-  GroupBarrier* device = nullptr;  // nullptr: launch is not cooperative
+  LocalBarrier* subgroup = nullptr;
+  LocalBarrier* workgroup = nullptr;
+  // At most one is set; neither when the launch is not cooperative.
+  LocalBarrier* device_local = nullptr;
+  ThreadShareBarrier* device_shared = nullptr;  // this work-group's share
   Launch* launch = nullptr;
+
+  bool has_device() const { return device_local != nullptr || device_shared != nullptr; }
+  uint64_t device_arrive(bool is_source, uint64_t value) const {
+    return device_local != nullptr ? device_local->arrive_and_wait(is_source, value)
+                                   : device_shared->arrive_and_wait(is_source, value);
+  }
+  void device_drop() const {
+    if (device_local != nullptr) device_local->arrive_and_drop();
+    if (device_shared != nullptr) device_shared->arrive_and_drop();
+  }
 };
 
 // One work-group: its work-items' fibers and the thread that runs them.
@@ -50,10 +68,14 @@ struct Group {
 };
 
 struct Launch {
+  LaunchConfig config;
   const Kernel* kernel = nullptr;
-  std::deque<GroupBarrier> subgroups;
-  std::deque<GroupBarrier> workgroups;
-  std::unique_ptr<GroupBarrier> device;
+  std::deque<LocalBarrier> subgroups;
+  std::deque<LocalBarrier> workgroups;
+  std::unique_ptr<LocalBarrier> device_local;
+  // Several work-groups: one share per work-group, meeting in device_across.
+  std::unique_ptr<GroupBarrier> device_across;
+  std::deque<ThreadShareBarrier> device_shares;
   std::unique_ptr<ItemState[]> items;
   uint32_t total = 0;
   std::unique_ptr<Group[]> groups;
@@ -84,7 +106,7 @@ const ItemState* current_item() {
 void leave_scopes(const ItemState& st) {
   st.subgroup->arrive_and_drop();
   st.workgroup->arrive_and_drop();
-  if (st.device != nullptr) st.device->arrive_and_drop();
+  st.device_drop();
 }
 
 void work_item_main(FiberTask* task) {
@@ -107,6 +129,14 @@ void group_main(void* arg) {
   if (--launch.running == 0) launch.done_cv.notify_one();
 }
 
+// Makes every work-item a fiber of its group's scheduler, ready to run.
+void add_fibers(Launch& launch) {
+  for (uint32_t g = 0; g < launch.total; ++g) {
+    ItemState& st = launch.items[g];
+    launch.groups[st.item.workgroup_id].scheduler.add(&st.task);
+  }
+}
+
 // Builds the ids, barriers and stacks; may throw std::bad_alloc. Returns 0,
 // -FI_ENOMEM (no stack) or -FI_EAGAIN (the test seam).
 int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) {
@@ -114,10 +144,16 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
   const uint32_t sg = cfg.subgroup_size;
   const uint32_t sg_per_wg = wg / sg;
   const uint32_t total = cfg.grid * wg;
+  g_launches_built.fetch_add(1, std::memory_order_relaxed);
+  launch.config = cfg;
   launch.kernel = &kernel;
   for (uint32_t i = 0; i < cfg.grid * sg_per_wg; ++i) launch.subgroups.emplace_back(sg);
   for (uint32_t i = 0; i < cfg.grid; ++i) launch.workgroups.emplace_back(wg);
-  if (cfg.cooperative) launch.device = std::make_unique<GroupBarrier>(total);
+  if (cfg.cooperative && cfg.grid == 1) launch.device_local = std::make_unique<LocalBarrier>(total);
+  if (cfg.cooperative && cfg.grid > 1) {
+    launch.device_across = std::make_unique<GroupBarrier>(cfg.grid);
+    for (uint32_t i = 0; i < cfg.grid; ++i) launch.device_shares.emplace_back(wg, launch.device_across.get());
+  }
   launch.items.reset(new ItemState[total]);
   launch.total = total;
   launch.groups.reset(new Group[cfg.grid]);
@@ -139,7 +175,8 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
     it.cooperative = cfg.cooperative ? 1 : 0;
     st.subgroup = &launch.subgroups[it.workgroup_id * sg_per_wg + it.subgroup_id];
     st.workgroup = &launch.workgroups[it.workgroup_id];
-    st.device = launch.device.get();
+    st.device_local = launch.device_local.get();
+    if (launch.device_across) st.device_shared = &launch.device_shares[it.workgroup_id];
     st.launch = &launch;
     if (fail_after >= 0 && g >= static_cast<uint32_t>(fail_after)) {
       std::fprintf(stderr, "host_xpu: could not start work-item %u of %u; launch cancelled\n", g, total);
@@ -152,13 +189,45 @@ int build_launch(const LaunchConfig& cfg, const Kernel& kernel, Launch& launch) 
     st.task.body = work_item_main;
     st.task.user = &st;
   }
-  for (uint32_t g = 0; g < total; ++g) {
-    ItemState& st = launch.items[g];
-    Group& group = launch.groups[st.item.workgroup_id];
-    group.launch = &launch;
-    group.scheduler.add(&st.task);
-  }
+  for (uint32_t g = 0; g < cfg.grid; ++g) launch.groups[g].launch = &launch;
+  add_fibers(launch);
   return 0;
+}
+
+// Readies a launch that ran to its end (every work-item returned, so every
+// barrier was left by all its members) for another run of the same shape.
+void rearm_launch(Launch& launch, const Kernel& kernel) {
+  const LaunchConfig& cfg = launch.config;
+  launch.kernel = &kernel;
+  launch.kernel_threw.store(false, std::memory_order_relaxed);
+  for (LocalBarrier& b : launch.subgroups) b.rearm(cfg.subgroup_size);
+  for (LocalBarrier& b : launch.workgroups) b.rearm(cfg.workgroup_size);
+  if (launch.device_local) launch.device_local->rearm(launch.total);
+  if (launch.device_across) launch.device_across->rearm(cfg.grid);
+  for (ThreadShareBarrier& b : launch.device_shares) b.rearm(cfg.workgroup_size);
+  for (uint32_t g = 0; g < launch.total; ++g) launch.items[g].task.stack.recycle();
+  add_fibers(launch);
+}
+
+bool same_shape(const LaunchConfig& a, const LaunchConfig& b) {
+  return a.grid == b.grid && a.workgroup_size == b.workgroup_size && a.subgroup_size == b.subgroup_size &&
+         a.cooperative == b.cooperative && a.stack_size == b.stack_size;
+}
+
+// The calling thread's last launch. A launch nested in one of its
+// work-items finds it empty (the outer launch holds it) and builds its own.
+thread_local std::unique_ptr<Launch> t_reusable;
+
+std::unique_ptr<Launch> take_reusable(const LaunchConfig& cfg) {
+  if (!t_reusable || !same_shape(t_reusable->config, cfg)) return nullptr;
+  // The seam fails launches as they are built.
+  if (g_fail_thread_start_after.load(std::memory_order_relaxed) >= 0) return nullptr;
+  return std::move(t_reusable);
+}
+
+void keep_reusable(std::unique_ptr<Launch> launch) {
+  if (uint64_t{launch->total} * launch->config.stack_size > kMaxReusedStackBytes) return;
+  t_reusable = std::move(launch);
 }
 
 // Work-group 0 runs on the calling thread, the others on pool threads, all
@@ -200,9 +269,19 @@ int launch(const LaunchConfig& config, const Kernel& kernel) {
   if (rc != 0) return rc;
   if (!kernel) return -FI_EINVAL;
   try {
-    Launch state;
-    rc = build_launch(config, kernel, state);
-    return rc != 0 ? rc : run_launch(state);
+    std::unique_ptr<Launch> state = take_reusable(config);
+    if (state) {
+      rearm_launch(*state, kernel);
+    } else {
+      state = std::make_unique<Launch>();
+      rc = build_launch(config, kernel, *state);
+      if (rc != 0) return rc;
+    }
+    rc = run_launch(*state);
+    // Work-items that ran left everything as they found it; a launch that
+    // could not start its threads still holds fibers that never ran.
+    if (rc == 0 || rc == -FI_EOTHER) keep_reusable(std::move(state));
+    return rc;
   } catch (const std::bad_alloc&) {
     return -FI_ENOMEM;
   }
@@ -211,6 +290,8 @@ int launch(const LaunchConfig& config, const Kernel& kernel) {
 void fail_thread_start_after_for_testing(int n) {
   g_fail_thread_start_after.store(n, std::memory_order_relaxed);
 }
+
+uint64_t launches_built_for_testing() { return g_launches_built.load(std::memory_order_relaxed); }
 
 const WorkItem* current_work_item() {
   const ItemState* st = current_item();
@@ -255,7 +336,7 @@ int xpu_host_scope_supported(int scope) {
     case XPU_SCOPE_WORK_GROUP:
       return 1;
     case XPU_SCOPE_DEVICE:
-      return t_item == nullptr || t_item->device != nullptr;
+      return t_item == nullptr || t_item->has_device();
     default:
       return 0;
   }
@@ -287,14 +368,14 @@ uint64_t xpu_host_workgroup_broadcast(uint64_t value, uint32_t src) {
 
 void xpu_host_device_barrier(void) {
   const xpufab::runtime::ItemState* const t_item = current_item();
-  if (t_item != nullptr && t_item->device != nullptr) t_item->device->arrive_and_wait(false, 0);
+  if (t_item != nullptr && t_item->has_device()) t_item->device_arrive(false, 0);
 }
 
 uint64_t xpu_host_device_broadcast(uint64_t value, uint32_t src) {
   const xpufab::runtime::ItemState* const t_item = current_item();
-  if (t_item == nullptr || t_item->device == nullptr) return value;
+  if (t_item == nullptr || !t_item->has_device()) return value;
   const auto& it = t_item->item;
-  return t_item->device->arrive_and_wait(it.global_id == src % it.global_size, value);
+  return t_item->device_arrive(it.global_id == src % it.global_size, value);
 }
 
 int xpu_host_launch(const struct xpu_host_launch_attr* attr, void (*kernel)(void* arg), void* arg) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -106,6 +107,8 @@ void barrier_rounds(int scope, uint32_t grid, uint32_t wg, uint32_t sg, int roun
 TEST(HostXpu, SubgroupBarrierWaitsForAllLanes) { barrier_rounds(XPU_SCOPE_SUBGROUP, 2, 16, 8, 20); }
 TEST(HostXpu, WorkgroupBarrierWaitsForAllWorkItems) { barrier_rounds(XPU_SCOPE_WORK_GROUP, 3, 16, 4, 20); }
 TEST(HostXpu, DeviceBarrierWaitsForTheWholeGrid) { barrier_rounds(XPU_SCOPE_DEVICE, 4, 8, 4, 20); }
+// With one work-group the device is a scope of one thread, as a work-group is.
+TEST(HostXpu, DeviceBarrierOfOneWorkGroup) { barrier_rounds(XPU_SCOPE_DEVICE, 1, 32, 8, 20); }
 
 TEST(HostXpu, BroadcastAtEachScope) {
   constexpr uint32_t kGrid = 3, kWg = 16, kSg = 8, kRounds = 10;
@@ -369,6 +372,120 @@ TEST(HostXpu, ReturnedWorkItemsLeaveTheirBarriers) {
                    }),
             0);
   EXPECT_EQ(passed.load(), 8);
+}
+
+// Item 1 of each subgroup, work-group and the device broadcasts; every
+// member must get exactly its value. Returns the number of members that did
+// not.
+int broadcast_from_item_one(const LaunchConfig& c) {
+  std::atomic<int> failures{0};
+  const int rc = launch(c, [&](const WorkItem& it) {
+    const uint64_t mine = 1000 + it.global_id;
+    if (xpu_subgroup_broadcast_u64(mine, 1) != 1000 + it.global_id - it.lane + 1) failures++;
+    if (xpu_workgroup_broadcast_u64(mine, 1) != 1000 + it.global_id - it.local_id + 1) failures++;
+    if (xpu_device_broadcast_u64(mine, 1) != 1001) failures++;
+  });
+  return rc == 0 ? failures.load() : -1;
+}
+
+// A thread's launches of one shape reuse the first one's fibers, stacks and
+// barriers: whatever a launch did (members leaving early, a kernel throwing),
+// the next starts with every member in every scope.
+TEST(HostXpu, ReusedLaunchStartsWithEveryMember) {
+  for (const LaunchConfig& c : {config(1, 32, 8), config(3, 16, 4)}) {
+    ASSERT_EQ(broadcast_from_item_one(c), 0);
+    const uint64_t built = launches_built_for_testing();
+    for (int round = 0; round < 4; ++round) {
+      // Odd work-items leave at once; the others keep meeting without them.
+      ASSERT_EQ(launch(c,
+                       [](const WorkItem& it) {
+                         if (it.global_id % 2 == 1) return;
+                         for (int r = 0; r < 3; ++r) {
+                           xpu_subgroup_barrier();
+                           xpu_workgroup_barrier();
+                           xpu_device_barrier();
+                         }
+                       }),
+                0);
+      // Item 1, which left the last launch first, is a member again.
+      ASSERT_EQ(broadcast_from_item_one(c), 0) << round;
+      EXPECT_EQ(launch(c,
+                       [](const WorkItem& it) {
+                         if (it.global_id == 0) throw std::runtime_error("kernel fault");
+                         xpu_workgroup_barrier();
+                       }),
+                -FI_EOTHER);
+      ASSERT_EQ(broadcast_from_item_one(c), 0) << round;
+    }
+    EXPECT_EQ(launches_built_for_testing(), built) << "launches of one shape were built again";
+  }
+  // Another shape is built for itself.
+  const uint64_t built = launches_built_for_testing();
+  ASSERT_EQ(broadcast_from_item_one(config(1, 16, 8)), 0);
+  EXPECT_EQ(launches_built_for_testing(), built + 1);
+}
+
+// Launches nested in the work-items of a reused launch build their own (the
+// outer one is running) and still see whole scopes.
+TEST(HostXpu, NestedLaunchesInAReusedLaunch) {
+  std::atomic<int> failures{0};
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_EQ(launch(config(1, 4, 2),
+                     [&](const WorkItem&) {
+                       if (broadcast_from_item_one(config(1, 8, 4)) != 0) failures++;
+                       xpu_workgroup_barrier();
+                     }),
+              0);
+  }
+  EXPECT_EQ(failures.load(), 0);
+}
+
+size_t thread_count() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// Work-groups after the first run on pool threads kept between launches: a
+// long series of launches of several shapes leaves no more threads behind
+// than one launch of the widest needs.
+TEST(HostXpu, ManyLaunchesLeaveNoThreadsBehind) {
+  ASSERT_EQ(launch(config(8, 4, 2), [](const WorkItem&) { xpu_device_barrier(); }), 0);
+  const size_t after_first = thread_count();
+  std::atomic<int> failures{0};
+  for (int round = 0; round < 32; ++round) {
+    const uint32_t grid = 1 + round % 8;
+    if (launch(config(grid, 4, 2), [](const WorkItem&) { xpu_device_barrier(); }) != 0) failures++;
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(thread_count(), after_first);
+}
+
+// Device scope across work-groups: a work-group that returns at once leaves
+// it whole, members that return later leave their own work-group's share,
+// and a broadcast whose source has returned gives 0 to everyone.
+TEST(HostXpu, DeviceScopeWhenWorkItemsAndWorkGroupsLeave) {
+  constexpr uint32_t kGrid = 3, kWg = 4;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  ASSERT_EQ(launch(config(kGrid, kWg, 2),
+                   [&](const WorkItem& it) {
+                     if (it.workgroup_id == 1) return;
+                     for (int r = 0; r < 5; ++r) {
+                       if (xpu_device_broadcast_u64(1000 + it.global_id, 1) != 1001) failures++;
+                       if (xpu_device_broadcast_u64(1000 + it.global_id, kWg + 1) != 0) failures++;
+                       // The last of each work-group leaves after the first round.
+                       if (r == 0 && it.local_id == kWg - 1) return;
+                       xpu_device_barrier();
+                     }
+                     finished++;
+                   }),
+            0);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(finished.load(), 2 * (kWg - 1));
 }
 
 TEST(HostXpu, BroadcastFromAReturnedSourceIsZero) {
