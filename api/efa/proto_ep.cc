@@ -487,6 +487,7 @@ int proto_ep_enable(EfaEp* ep) {
   d.mtu = at.mtu;
   d.max_rdma_size = at.max_rdma_size;
   d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
+           ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
   const size_t bounce_len = proto_bounce_size(&ps->cfg, &d);
   ps->bounce = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len + 4095) / 4096 * 4096));
@@ -693,8 +694,9 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   if (!(ep->caps & FI_RMA) || !(ep->caps & (write ? FI_WRITE : FI_READ))) return -FI_EOPNOTSUPP;
   const bool inject = flags & FI_INJECT;
   proto_buf b[kProtoIovLimit];
-  // Writes are copied into packets; reads may land through the device (RDMA read).
-  int rc = make_bufs(iov, desc, count, !write, b);
+  // FI_MR_LOCAL: what the device reads or writes needs its descriptor (RDMA reads, and RDMA
+  // writes where the device has them); inject data is copied.
+  int rc = make_bufs(iov, desc, count, !inject, b);
   if (rc) return rc;
   const uint64_t len = bufs_len(b, count);
   if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;

@@ -81,8 +81,8 @@ void proto_ep_close(EfaEp* ep);
 ssize_t proto_send(EfaEp* ep, const ProtoSend& s);
 ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r);
 ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a);
-// RMA through the protocol core (api/proto/rma.h): writes in packets, reads by RDMA read where
-// the device has it. FI_INJECT, FI_REMOTE_CQ_DATA and FI_FENCE in `flags`.
+// RMA through the protocol core (api/proto/rma.h): writes of more than one packet by RDMA write
+// and reads by RDMA read where the device has them, packets otherwise. FI_INJECT, FI_REMOTE_CQ_DATA and FI_FENCE in `flags`.
 // `inject_call`: fi_inject_write / fi_inject_writedata, which report nothing and count in the
 // FI_WRITE counter.
 //

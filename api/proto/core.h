@@ -358,6 +358,7 @@ XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
     if (p->ops_out) p->ops_out--;
     if (p->rma_busy == i) p->rma_busy = PROTO_NONE;
   }
+  if ((o->mode & PROTO_OPM_ORDERED) && ep->peers[o->peer].writes_out) ep->peers[o->peer].writes_out--;
   o->kind = PROTO_K_FREE;
   o->next = ep->op_free;
   ep->op_free = i;
@@ -367,6 +368,13 @@ XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
 XPU_FUNC void proto_op_count(struct proto_ep *ep, uint32_t i) {
   ep->ops[i].mode |= PROTO_OPM_COUNTED;
   ep->peers[ep->ops[i].peer].ops_out++;
+}
+
+/* Op i (a packet write or an atomic) changes the peer's memory by packets: RDMA writes wait for it. */
+XPU_FUNC void proto_op_order(struct proto_ep *ep, uint32_t i) {
+  if (ep->ops[i].mode & PROTO_OPM_ORDERED) return;
+  ep->ops[i].mode |= PROTO_OPM_ORDERED;
+  ep->peers[ep->ops[i].peer].writes_out++;
 }
 
 /*
@@ -673,6 +681,7 @@ XPU_FUNC PROTO_OUTLINE int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer,
     case PROTO_OP_READ_REQ:
     case PROTO_OP_RMA_RESP:
     case PROTO_OP_READ_NOTE:
+    case PROTO_OP_WRITE_NOTE:
       return proto_rma_handle(ep, peer, h, payload);
     default:
       return 0;

@@ -7,8 +7,12 @@
 // every inject form counted at the initiator.
 #include <gtest/gtest.h>
 
+#include <glob.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "testing/efa_fabric/env.h"
@@ -478,10 +482,154 @@ TEST_P(Rma, WritesToTheSameBytesLandInPostingOrder) {
   });
 }
 
+// FI_ORDER_WAW across the two write paths and atomics: an atomic and a one-packet write posted
+// after a write of many packets (an RDMA write where the device has one) land after it, and a
+// write of many packets after them lands after them.
+TEST_P(Rma, WritesAndAtomicsLandInPostingOrderAcrossPaths) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    GROUP_CHECK(n.info()->tx_attr->msg_order & FI_ORDER_WAW);
+    constexpr size_t kLen = 40000;
+    if (m.rank() == 1) {
+      void* d = n.desc();
+      for (uint32_t round = 0; round < 4; ++round) {
+        fill(n.at(0), kLen, 60 + round);
+        fill(n.at(65536), kLen, 70 + round);
+        uint64_t v = 0x5151 + round, add = 7;
+        memcpy(n.at(131072), &v, 8);
+        auto post = [&](auto fn) { GROUP_CHECK(post_retrying(n, fn) == 0); };
+        post([&] { return fi_write(n.ep(), n.at(0), kLen, d, p.addr[0], t.addr, t.key, nullptr); });
+        post([&] {
+          return fi_atomic(n.ep(), &add, 1, nullptr, p.addr[0], t.addr, t.key, FI_UINT64, FI_SUM,
+                           nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(131072), 8, d, p.addr[0], t.addr + 8, t.key, nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(65536 + 16), kLen - 16, d, p.addr[0], t.addr + 16, t.key,
+                          nullptr);
+        });
+        for (int i = 0; i < 4; ++i) GROUP_CHECK(n.expect().flags & FI_WRITE);
+        m.barrier();
+        m.barrier();  // the target checked
+      }
+    } else {
+      for (uint32_t round = 0; round < 4; ++round) {
+        m.barrier();
+        uint8_t want[kLen];
+        fill(want, kLen, 60 + round);
+        uint64_t first = 0;
+        memcpy(&first, want, 8);
+        first += 7;
+        memcpy(want, &first, 8);
+        const uint64_t v = 0x5151 + round;
+        memcpy(want + 8, &v, 8);
+        uint8_t tail[kLen];
+        fill(tail, kLen, 70 + round);
+        memcpy(want + 16, tail + 16, kLen - 16);
+        GROUP_CHECK(memcmp(n.at(0), want, kLen) == 0);
+        m.barrier();
+      }
+    }
+  });
+}
+
+// The WQEs the emulated device of a closed node took, from its statistics file
+// (FI_EFA_EMU_STATS=<prefix>: written when the device closes), or -1.
+long device_wqes(const std::string& prefix) {
+  glob_t g{};
+  long wqes = -1;
+  if (glob((prefix + ".*.stats").c_str(), 0, nullptr, &g) == 0 && g.gl_pathc == 1) {
+    FILE* f = fopen(g.gl_pathv[0], "r");
+    char line[256];
+    while (f && fgets(line, sizeof(line), f))
+      if (sscanf(line, "wqes: %ld", &wqes) == 1) break;
+    if (f) fclose(f);
+  }
+  globfree(&g);
+  return wqes;
+}
+
+// fi_write of many packets goes by the device's RDMA write where the profile has one (gen3,
+// gen4: a WQE per rdma chunk, none per MTU), and by packets elsewhere; remote CQ data and the
+// remote counter reach the target either way.
+TEST_P(Rma, LargeWritesGoByRdmaWriteWhereTheDeviceHasIt) {
+  const char* profile = GetParam().profile;
+  use_wire(GetParam().wire, "RdmaWrite");
+  if (profile) setenv("FI_EFA_EMU_PROFILE", profile, 1);
+  else unsetenv("FI_EFA_EMU_PROFILE");
+  const bool rdma_write = !profile || strcmp(profile, "gen3") == 0 || strcmp(profile, "gen4") == 0;
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/rdmaw-" + setup_name({GetParam(), 0}) +
+                             "-" + std::to_string(getpid());
+  const std::vector<int> st = run_group(2, 120, [&](Member& m) {
+    const std::string mine = prefix + "-" + std::to_string(m.rank());
+    setenv("FI_EFA_EMU_STATS", mine.c_str(), 1);
+    size_t mtu = 0;
+    {
+      Node n(kBuf, rma_hints(), true);
+      Peers p = connect(m, n);
+      m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
+      mtu = n.info()->tx_attr->inject_size + 64;
+      const Remote& t = p.remote[0];
+      if (m.rank() == 1) {
+        fill(n.at(0), kBig, 50);
+        int ctx[2];
+        GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, n.desc(), p.addr[0], t.addr, t.key,
+                             &ctx[0]) == 0);
+        GROUP_CHECK(n.expect().op_context == &ctx[0]);
+        iovec v[2] = {{n.at(kBig), 3000}, {n.at(kBig + 3000), 2 * mtu}};
+        void* d[2] = {n.desc(), n.desc()};
+        fill(n.at(kBig), 3000 + 2 * mtu, 51);
+        fi_rma_iov rv{t.addr + (4u << 20), 3000 + 2 * mtu, t.key};
+        fi_msg_rma msg{};
+        msg.msg_iov = v;
+        msg.desc = d;
+        msg.iov_count = 2;
+        msg.addr = p.addr[0];
+        msg.rma_iov = &rv;
+        msg.rma_iov_count = 1;
+        msg.context = &ctx[1];
+        msg.data = 0xd00d;
+        GROUP_CHECK(fi_writemsg(n.ep(), &msg, FI_REMOTE_CQ_DATA) == 0);
+        GROUP_CHECK(n.expect().op_context == &ctx[1]);
+        wait_cntr(n, n.counters().write, 2);
+        m.barrier();
+      } else {
+        const fi_cq_tagged_entry e = n.expect();
+        GROUP_CHECK((e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)) ==
+                    (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA));
+        GROUP_CHECK(e.data == 0xd00d && e.len == 3000 + 2 * mtu);
+        wait_cntr(n, n.counters().remote_write, 2);
+        m.barrier();
+        GROUP_CHECK(has_pattern(n.at(0), kBig, 50));
+        GROUP_CHECK(has_pattern(n.at(4u << 20), 3000 + 2 * mtu, 51));
+      }
+      m.barrier();
+      m.set_idle(nullptr);
+    }
+    unsetenv("FI_EFA_EMU_STATS");
+    if (m.rank() != 1) return;
+    // The packet path takes a WQE per MTU of payload; RDMA write one per chunk and two notes.
+    const long wqes = device_wqes(mine);
+    const long per_mtu = static_cast<long>(kBig / mtu);
+    fprintf(stderr, "initiator's device took %ld WQEs (%ld MTUs of data)\n", wqes, per_mtu);
+    GROUP_CHECK(wqes > 0);
+    GROUP_CHECK(rdma_write ? wqes < per_mtu / 8 : wqes >= per_mtu);
+  });
+  unsetenv("FI_EFA_EMU_PROFILE");
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0], 0) << "target";
+  EXPECT_EQ(st[1], 0) << "initiator";
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, Rma,
                          ::testing::Values(Setup{Wire::kShm, nullptr}, Setup{Wire::kUdp, nullptr},
                                            Setup{Wire::kShmFaults, nullptr},
                                            Setup{Wire::kShm, "gen1"},
+                                           Setup{Wire::kShm, "gen2"},
+                                           Setup{Wire::kShm, "gen3"},
                                            Setup{Wire::kShmFaults, "gen1"}),
                          setup_name);
 
