@@ -78,6 +78,12 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
     done++;
   }
+  if (done) {
+    // Exported protocol endpoints on this AV: device code names the new peers right away.
+    std::lock_guard<std::mutex> g(av->dom->lock);
+    for (EfaEp* ep : av->dom->proto_eps)
+      if (ep->av == av && ep->exported) xpu_ep_av_grown(ep);
+  }
   if (!event) return done;
   fi_eq_entry e{&av->av.fid, context, static_cast<uint64_t>(done)};
   ssize_t rc = core::eq_post(av->eq, FI_AV_COMPLETE, &e, sizeof(e));

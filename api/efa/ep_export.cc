@@ -118,6 +118,12 @@ int export_proto(EfaEp* ep, fid_xpu_ep* out) {
 
 }  // namespace
 
+void xpu_ep_av_grown(EfaEp* ep) {
+  if (!ep->exported) return;
+  mirror_av(ep, ep->xstate, ep->xav_host);
+  if (ep->proto) proto_export_sync(ep, &ep->xstate->proto_lock);
+}
+
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   if (!ep || !out) return -FI_EINVAL;
   if (flags) return -FI_EBADFLAGS;

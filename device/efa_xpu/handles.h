@@ -135,8 +135,9 @@ struct efa_xpu_ep {
   /* Receive buffer of each outstanding receive, by req-id index (rq.reqs.count
    * entries): the `buf` a FI_CQ_FORMAT_DATA entry reports. */
   uint64_t *rx_bufs;
-  /* The bound AV as of the latest fi_ep_export_xpu (source addresses for
-   * fi_xpu_cq_readfrom); refreshed by exporting again. */
+  /* The bound AV (source addresses for fi_xpu_cq_readfrom): as of the latest
+   * fi_ep_export_xpu, and for a protocol-fabric EP kept up with every insert
+   * since (av_count published last). */
   struct efa_xpu_av_entry *av;
   uint32_t av_count;
   uint32_t av_pad;

@@ -337,6 +337,89 @@ TEST_F(ProtoExport, TaggedMessagesBothWaysAtEveryScope) {
   EXPECT_EQ(host_errors_.load(), 0);
 }
 
+// A peer inserted into the AV after the export is reachable from device code at once: a kernel
+// sends to a host endpoint that did not exist at export time and receives from it, the source
+// resolved to its new AV index, with no second fi_ep_export_xpu.
+TEST_F(ProtoExport, APeerInsertedAfterTheExportIsReachableWithoutAnotherExport) {
+  fid_cq* cq2 = nullptr;
+  fid_ep* ep2 = nullptr;
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq2, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain_, info_, &ep2, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep2, &av_->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(ep2), 0);
+  fi_addr_t a2 = FI_ADDR_NOTAVAIL;
+  insert(&ep2->fid, &a2);
+  efa_xpu_peer peer2{};
+  size_t len = sizeof(peer2);
+  ASSERT_EQ(fi_av_lookup2(av_, a2, &peer2, &len, FI_XPU, ctx_), 0);
+  Mr& dbuf = reg(4096);
+  Mr& hbuf = reg(4096);
+  fill(dbuf.data(), 100, 7);
+  auto read_cq2 = [&](fi_cq_tagged_entry* e) {
+    for (long spins = 0; spins < 200000000; ++spins) {
+      const ssize_t k = fi_cq_read(cq2, e, 1);
+      if (k == 1) return true;
+      if (k != -FI_EAGAIN) return false;
+    }
+    return false;
+  };
+  ASSERT_EQ(fi_trecv(ep2, hbuf.data(), 4096, fi_mr_desc(hbuf.mr), FI_ADDR_UNSPEC, 0x42, 0,
+                     ctx_of(1)),
+            0);
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     EXPECT_EQ(fi_xpu_tsend(&dxep_, dbuf.data(), 100, &dbuf.desc, 0, &peer2, 0x42,
+                                            ctx_of(2), 0, FI_XPU_WORK_ITEM),
+                               0);
+                   }),
+            0);
+  int err = 0;
+  std::vector<fi_cq_tagged_entry> tx = device_take(FI_XPU_WORK_ITEM, 1, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].op_context, ctx_of(2));
+  fi_cq_tagged_entry e{};
+  ASSERT_TRUE(read_cq2(&e));
+  EXPECT_EQ(e.op_context, ctx_of(1));
+  EXPECT_EQ(e.len, 100u);
+  EXPECT_TRUE(has_pattern(hbuf.data(), 100, 7));
+  // Back: the new peer sends, the kernel's receive names it as the source.
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     EXPECT_EQ(fi_xpu_trecv(&dxep_, dbuf.data() + 2048, 2048, &dbuf.desc, nullptr,
+                                            0x43, 0, ctx_of(3), 0, FI_XPU_WORK_ITEM),
+                               0);
+                   }),
+            0);
+  fill(hbuf.data() + 2048, 64, 8);
+  ASSERT_EQ(fi_tsend(ep2, hbuf.data() + 2048, 64, fi_mr_desc(hbuf.mr), x_addr_, 0x43, ctx_of(4)),
+            0);
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  fi_cq_tagged_entry de{};
+  std::atomic<int64_t> got{0};
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (long spins = 0; spins < 20000000; ++spins) {
+                       const int64_t k = fi_xpu_cq_readfrom(&dxcq_, &de, 1, &src, FI_XPU_WORK_ITEM);
+                       if (k == -FI_EAGAIN) continue;
+                       got = k;
+                       break;
+                     }
+                   }),
+            0);
+  ASSERT_EQ(got.load(), 1);
+  EXPECT_EQ(de.op_context, ctx_of(3));
+  EXPECT_EQ(src, a2);
+  EXPECT_TRUE(has_pattern(dbuf.data() + 2048, 64, 8));
+  ASSERT_TRUE(read_cq2(&e));
+  EXPECT_EQ(e.op_context, ctx_of(4));
+  EXPECT_EQ(fi_close(&ep2->fid), 0);
+  EXPECT_EQ(fi_close(&cq2->fid), 0);
+}
+
 // Fetching adds from every work-item of every scope on one host word, a compare-and-swap race
 // and a plain atomic: executed by the host peer's core, completed through the XPU CQ.
 TEST_F(ProtoExport, AtomicsFromEveryScopeOnTheHostPeer) {
