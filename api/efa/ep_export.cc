@@ -93,7 +93,8 @@ int export_proto(EfaEp* ep, fid_xpu_ep* out) {
   st->qpn = ep->qpn;
   st->qkey = ep->qkey;
   st->caps = EFA_XPU_EP_CAP_PROTO |
-             ((dom->attr.device_caps & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0);
+             ((dom->attr.device_caps & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0) |
+             ((ep->caps & FI_RMA) ? EFA_XPU_EP_CAP_RMA : 0);
   st->mtu = dom->attr.mtu;
   st->max_rdma_size = dom->attr.max_rdma_size;
   st->inline_size = dom->attr.inline_buf_size;

@@ -51,6 +51,12 @@
  * XPU CQ (or one is NULL); counters bound to the EP are advanced by device
  * CQ reads as the core completes operations, never by the NIC.
  *   tagged send/recv           proto_send / proto_recv with FI_TAGGED;
+ *   send/recv                  the same without FI_TAGGED;
+ *   write/read                 proto_rma (EFA_XPU_EP_CAP_RMA): RDMA write
+ *                              and read where the device has them, packets
+ *                              otherwise; completions FI_RMA | FI_WRITE or
+ *                              FI_READ through the CQ, the target's remote
+ *                              counter and remote CQ data as on the host;
  *   atomics                    proto's atomics; the destination is the same
  *                              efa_xpu_peer as on efa-direct, mapped to the
  *                              core's peer with proto_peer_lookup(ahn, qpn);
@@ -84,6 +90,7 @@ extern "C" {
 #define EFA_XPU_EP_CAP_RDMA_WRITE (1u << 1)
 #define EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV (1u << 2)
 #define EFA_XPU_EP_CAP_PROTO (1u << 3) /* the `efa` fabric: ep->proto is set */
+#define EFA_XPU_EP_CAP_RMA (1u << 4)   /* with PROTO: the EP has FI_RMA (fi_xpu_write / read) */
 
 /* fi_av_lookup2(FI_XPU) output: the address a WQE needs (av_addr_size = 8). */
 struct efa_xpu_peer {
