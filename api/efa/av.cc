@@ -75,6 +75,7 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     e.ahn = ah->ahn();
     std::lock_guard<std::mutex> g(av->lock);
     av->entries.push_back(e);
+    av->count.store(av->entries.size(), std::memory_order_release);
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
     done++;
   }

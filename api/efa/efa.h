@@ -182,6 +182,8 @@ struct EfaAv {
   fid_eq* eq = nullptr;      // bound with fi_av_bind; FI_EVENT inserts report here
   std::mutex lock;
   std::vector<EfaAvEntry> entries;
+  // entries.size(), published after each append: progress checks it without the lock.
+  std::atomic<size_t> count{0};
   // Returns a copy of a valid entry or false.
   bool get(fi_addr_t a, EfaAvEntry* out);
 };

@@ -138,6 +138,8 @@ void fill_config(proto_config* c) {
 // in the peer table stays unknown: operations naming it fail with -FI_EINVAL.
 void sync_peers(EfaEp* ep, ProtoState* ps) {
   EfaAv* av = ep->av;
+  // Every progress call asks; almost always nothing was appended.
+  if (av->count.load(std::memory_order_acquire) == ps->peer_of_av.size()) return;
   std::lock_guard<std::mutex> g(av->lock);
   for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
     const EfaAvEntry& e = av->entries[i];

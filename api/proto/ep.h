@@ -338,6 +338,8 @@ struct proto_ep {
   struct proto_match um;
   struct proto_match_entry *tm_pool;
   struct proto_match_entry *um_pool;
+  uint32_t credit_due; /* a CREDIT packet could not go out: progress tries the peers again */
+  uint32_t reserved4;
 };
 
 #define PROTO_MAX_MR 64u
