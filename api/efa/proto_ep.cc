@@ -1,7 +1,8 @@
 // A protocol-fabric endpoint's state: the SRD QP and the CQ the protocol core (api/proto/) owns,
 // its pools and bounce buffers, the peer table kept in step with the AV, the key table kept in
-// step with the domain's MRs, and the translation of the core's completions into the
-// application's CQ entries and counter updates.
+// step with the domain's MRs, the requests a fence holds back (per peer, issued by progress in
+// posting order), and the translation of the core's completions into the application's CQ
+// entries and counter updates (the inject calls' count without an entry).
 //
 // Locking: ProtoState::lock serializes the host's calls into the core (it allows one caller at
 // a time), and once an XPU endpoint is exported the host also takes the device's spin lock
