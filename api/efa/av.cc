@@ -75,8 +75,15 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     e.ahn = ah->ahn();
     std::lock_guard<std::mutex> g(av->lock);
     av->entries.push_back(e);
+    av->count.store(av->entries.size(), std::memory_order_release);
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
     done++;
+  }
+  if (done) {
+    // Exported protocol endpoints on this AV: device code names the new peers right away.
+    std::lock_guard<std::mutex> g(av->dom->lock);
+    for (EfaEp* ep : av->dom->proto_eps)
+      if (ep->av == av && ep->exported) xpu_ep_av_grown(ep);
   }
   if (!event) return done;
   fi_eq_entry e{&av->av.fid, context, static_cast<uint64_t>(done)};

@@ -182,6 +182,8 @@ struct EfaAv {
   fid_eq* eq = nullptr;      // bound with fi_av_bind; FI_EVENT inserts report here
   std::mutex lock;
   std::vector<EfaAvEntry> entries;
+  // entries.size(), published after each append: progress checks it without the lock.
+  std::atomic<size_t> count{0};
   // Returns a copy of a valid entry or false.
   bool get(fi_addr_t a, EfaAvEntry* out);
 };
@@ -401,6 +403,9 @@ int endpoint2_open(fid_domain* domain, fi_info* info, fid_ep** ep_p, uint64_t fl
 int xpu_ctx_open(fid_domain* domain, fi_xpu_attr* attr, fid_xpu_ctx** ctx_p, void* context);
 // fi_ep_export_xpu (api/efa/ep_export.cc); exporting again refreshes the device's copy of the AV.
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out);
+// Entries were appended to the AV of exported endpoint `ep`: its AV mirror, and for a
+// protocol-fabric endpoint its core's peers, take them in without another export.
+void xpu_ep_av_grown(EfaEp* ep);
 
 // Creates ep->qp from `qa` and brings it to RTS (qpn, qkey set); nothing is left on failure.
 int qp_create_rts(EfaEp* ep, const backend::QpInitAttr& qa);

@@ -93,7 +93,8 @@ int export_proto(EfaEp* ep, fid_xpu_ep* out) {
   st->qpn = ep->qpn;
   st->qkey = ep->qkey;
   st->caps = EFA_XPU_EP_CAP_PROTO |
-             ((dom->attr.device_caps & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0);
+             ((dom->attr.device_caps & backend::kCapRdmaRead) ? EFA_XPU_EP_CAP_RDMA_READ : 0) |
+             ((ep->caps & FI_RMA) ? EFA_XPU_EP_CAP_RMA : 0);
   st->mtu = dom->attr.mtu;
   st->max_rdma_size = dom->attr.max_rdma_size;
   st->inline_size = dom->attr.inline_buf_size;
@@ -117,6 +118,12 @@ int export_proto(EfaEp* ep, fid_xpu_ep* out) {
 }
 
 }  // namespace
+
+void xpu_ep_av_grown(EfaEp* ep) {
+  if (!ep->exported) return;
+  mirror_av(ep, ep->xstate, ep->xav_host);
+  if (ep->proto) proto_export_sync(ep, &ep->xstate->proto_lock);
+}
 
 int xpu_ep_export(EfaEp* ep, uint64_t flags, fid_xpu_ep* out) {
   if (!ep || !out) return -FI_EINVAL;

@@ -1,7 +1,8 @@
 // A protocol-fabric endpoint's state: the SRD QP and the CQ the protocol core (api/proto/) owns,
 // its pools and bounce buffers, the peer table kept in step with the AV, the key table kept in
-// step with the domain's MRs, and the translation of the core's completions into the
-// application's CQ entries and counter updates.
+// step with the domain's MRs, the requests a fence holds back (per peer, issued by progress in
+// posting order), and the translation of the core's completions into the application's CQ
+// entries and counter updates (the inject calls' count without an entry).
 //
 // Locking: ProtoState::lock serializes the host's calls into the core (it allows one caller at
 // a time), and once an XPU endpoint is exported the host also takes the device's spin lock
@@ -12,8 +13,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "api/efa/casts.h"
@@ -22,6 +25,34 @@
 #include "api/proto/proto.h"
 
 namespace xpufab::efa {
+
+// One transmit request (send, RMA or atomic) as the core takes it: what a post hands the core at
+// once, or what waits behind a fence until progress issues it.
+struct TxReq {
+  enum Kind : uint8_t { kSend, kRma, kAtomic };
+  Kind kind = kSend;
+  bool fenced = false;
+  bool silent = false;  // FI_SELECTIVE_COMPLETION without FI_COMPLETION: counted, not reported
+  bool write = false;   // RMA
+  bool inject = false;  // FI_INJECT or an inject call: the buffer is the caller's on return
+  uint32_t peer = PROTO_NONE;
+  uint32_t nbuf = 0;
+  proto_buf b[kProtoIovLimit]{};
+  uint64_t tag = 0;
+  uint64_t data = 0;
+  uint64_t flags = 0;  // the core's flags
+  uint64_t ctx = 0;
+  uint64_t addr = 0;  // RMA and atomics: the peer's address and key
+  uint32_t key = 0;
+  int akind = 0, op = 0, datatype = 0;
+  size_t count = 0;
+  const void* operand = nullptr;
+  const void* compare = nullptr;
+  void* result = nullptr;
+  // Bytes the caller may reuse once the post returned (inject data, atomic operands), copied
+  // while the request waits.
+  std::vector<uint8_t> copy;
+};
 
 struct ProtoState {
   std::mutex lock;
@@ -44,6 +75,12 @@ struct ProtoState {
   // Contexts of successful operations that report no completion (FI_SELECTIVE_COMPLETION
   // without FI_COMPLETION): their success entries are dropped, their errors still reported.
   std::unordered_multiset<uint64_t> silent;
+  // Requests waiting behind a fence, per peer, in posting order; `deferred` counts them all.
+  std::vector<std::deque<TxReq>> waiting;
+  size_t deferred = 0;
+  // The context the inject calls run under: no application context can be this endpoint's
+  // own state, so their completions are told apart (counted, never reported on success).
+  uint64_t inject_ctx() const { return reinterpret_cast<uintptr_t>(this); }
 };
 
 namespace {
@@ -102,6 +139,8 @@ void fill_config(proto_config* c) {
 // in the peer table stays unknown: operations naming it fail with -FI_EINVAL.
 void sync_peers(EfaEp* ep, ProtoState* ps) {
   EfaAv* av = ep->av;
+  // Every progress call asks; almost always nothing was appended.
+  if (av->count.load(std::memory_order_acquire) == ps->peer_of_av.size()) return;
   std::lock_guard<std::mutex> g(av->lock);
   for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
     const EfaAvEntry& e = av->entries[i];
@@ -150,11 +189,68 @@ uint64_t bufs_len(const proto_buf* b, size_t n) {
   return t;
 }
 
-// FI_FENCE: a fenced operation is taken once everything before it to the same peer completed;
-// until then the post reports -FI_EAGAIN (the caller progresses and retries), which keeps
-// the operations behind it in order as well.
-bool fence_waits(ProtoState* ps, uint32_t peer, uint64_t flags) {
-  return (flags & FI_FENCE) && proto_peer_ops_out(ps->pep, peer) > 0;
+// Hands request r to the core (lock held): 0, or the core's error (-FI_EAGAIN: pools full).
+int issue(ProtoState* ps, const TxReq& r) {
+  int rc = 0;
+  switch (r.kind) {
+    case TxReq::kSend:
+      rc = ::proto_sendv(ps->pep, r.peer, r.b, r.nbuf, r.tag, r.data, r.flags, r.ctx);
+      break;
+    case TxReq::kRma:
+      rc = ::proto_rma(ps->pep, r.peer, r.write ? 1 : 0, r.b, r.nbuf, r.addr, r.key, r.data,
+                       r.flags, r.ctx);
+      break;
+    case TxReq::kAtomic:
+      rc = ::proto_atomic(ps->pep, r.peer, r.akind, r.op, r.datatype, r.operand, r.compare,
+                          r.count, r.addr, r.key, r.result, r.flags, r.ctx);
+      break;
+  }
+  if (rc == 0 && r.silent) ps->silent.insert(r.ctx);
+  return rc;
+}
+
+// Makes r own the bytes its caller may reuse on return, before it waits.
+void take_copies(TxReq* r) {
+  if (r->kind == TxReq::kAtomic) {
+    const size_t bytes = r->count * proto_atomic_datatype_size(r->datatype);
+    const size_t n = (r->operand ? bytes : 0) + (r->compare ? bytes : 0);
+    r->copy.resize(n);
+    uint8_t* d = r->copy.data();
+    if (r->operand) {
+      memcpy(d, r->operand, bytes);
+      r->operand = d;
+      d += bytes;
+    }
+    if (r->compare) {
+      memcpy(d, r->compare, bytes);
+      r->compare = d;
+    }
+    return;
+  }
+  // FI_INJECT data is the caller's again once the post returned.
+  if (!r->inject) return;
+  size_t n = 0;
+  for (uint32_t k = 0; k < r->nbuf; ++k) n += r->b[k].len;
+  r->copy.resize(n);
+  size_t off = 0;
+  for (uint32_t k = 0; k < r->nbuf; ++k) {
+    if (r->b[k].len) memcpy(r->copy.data() + off, r->b[k].addr, r->b[k].len);
+    off += r->b[k].len;
+  }
+  r->b[0] = proto_buf{r->copy.data(), n, 0, 0};
+  r->nbuf = 1;
+}
+
+// A post (lock held): issued now, or queued for its peer when a fence makes it wait (FI_FENCE
+// with earlier operations to the peer outstanding, or requests already waiting for it).
+int post(EfaEp* ep, ProtoState* ps, TxReq&& r) {
+  std::deque<TxReq>& q = ps->waiting[r.peer];
+  if (q.empty() && !(r.fenced && proto_peer_ops_out(ps->pep, r.peer) > 0)) return issue(ps, r);
+  if (ps->deferred >= ep->tx_size) return -FI_EAGAIN;
+  take_copies(&r);
+  q.push_back(std::move(r));
+  ps->deferred++;
+  return 0;
 }
 
 bool reports(const EfaEp* ep, bool tx, uint64_t flags) {
@@ -201,7 +297,12 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
     return;
   }
   const bool error = pc.err != 0;
-  if (!error && !ps->silent.empty()) {
+  if (pc.op_context == ps->inject_ctx()) {
+    // An inject call's operation: counted; only a failure makes an entry (with no context).
+    EfaCntr* c = initiator_cntr(ep, pc.flags);
+    if (c) c->inc(error);
+    if (!error) return;
+  } else if (!error && !ps->silent.empty()) {
     auto it = ps->silent.find(pc.op_context);
     if (it != ps->silent.end()) {
       ps->silent.erase(it);
@@ -212,7 +313,7 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
     }
   }
   Completion c;
-  c.c.op_context = pc.op_context;
+  c.c.op_context = pc.op_context == ps->inject_ctx() ? 0 : pc.op_context;
   c.c.flags = pc.flags;
   c.c.len = pc.len;
   c.c.buf = reinterpret_cast<uintptr_t>(pc.buf);
@@ -223,9 +324,40 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
   c.olen = pc.olen;
   if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
   const bool rx = pc.flags & FI_RECV;
-  EfaCntr* cntr = initiator_cntr(ep, pc.flags);
+  EfaCntr* cntr = pc.op_context == ps->inject_ctx() ? nullptr : initiator_cntr(ep, pc.flags);
   if (cntr) cntr->inc(error);
   stage(rx ? ep->rx_cq : ep->tx_cq, c);
+}
+
+// An error completion for a waiting request the core refused when its turn came.
+void fail_waiting(EfaEp* ep, ProtoState* ps, const TxReq& r, int rc) {
+  proto_comp pc{};
+  pc.op_context = r.ctx;
+  pc.flags = r.kind == TxReq::kSend
+                 ? (FI_SEND | ((r.flags & FI_TAGGED) ? FI_TAGGED : FI_MSG))
+                 : r.kind == TxReq::kRma
+                       ? (FI_RMA | (r.write ? FI_WRITE : FI_READ))
+                       : (FI_ATOMIC | (r.akind == PROTO_ATOMIC_PLAIN ? FI_WRITE : FI_READ));
+  pc.err = -rc;
+  pc.src = r.peer;
+  deliver(ep, ps, pc);
+}
+
+// Issues the waiting requests whose fence is over, in each peer's order (lock held).
+void run_waiting(EfaEp* ep, ProtoState* ps) {
+  if (!ps->deferred) return;
+  for (uint32_t peer = 0; peer < ps->waiting.size(); ++peer) {
+    std::deque<TxReq>& q = ps->waiting[peer];
+    while (!q.empty()) {
+      const TxReq& r = q.front();
+      if (r.fenced && proto_peer_ops_out(ps->pep, peer) > 0) break;
+      const int rc = issue(ps, r);
+      if (rc == -FI_EAGAIN) break;
+      if (rc) fail_waiting(ep, ps, r, rc);
+      q.pop_front();
+      ps->deferred--;
+    }
+  }
 }
 
 void release_device_maps(EfaEp* ep, ProtoState* ps) {
@@ -358,6 +490,7 @@ int proto_ep_enable(EfaEp* ep) {
   d.mtu = at.mtu;
   d.max_rdma_size = at.max_rdma_size;
   d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
+           ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
   const size_t bounce_len = proto_bounce_size(&ps->cfg, &d);
   ps->bounce = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len + 4095) / 4096 * 4096));
@@ -391,6 +524,7 @@ int proto_ep_enable(EfaEp* ep) {
       EFA_WARN(kEpCtrl, "QP %u: the key table is full; MR %#x is no atomic target", ep->qpn,
                mr->bmr->rkey());
   }
+  ps->waiting.resize(ps->cfg.max_peers);
   ep->proto = ps;
   dom->proto_eps.push_back(ep);
   return 0;
@@ -433,6 +567,7 @@ void proto_progress(EfaEp* ep) {
     for (int i = 0; i < n; ++i) deliver(ep, ps, comps[i]);
     if (n < kProgressBatch) break;
   }
+  run_waiting(ep, ps);
 }
 
 ssize_t proto_ops_left(EfaEp* ep) {
@@ -440,7 +575,8 @@ ssize_t proto_ops_left(EfaEp* ep) {
   CoreLock g(ps);
   ssize_t n = 0;
   for (uint32_t i = 0; i < ps->cfg.max_ops; ++i) n += ps->pep->ops[i].kind == PROTO_K_FREE;
-  return n;
+  n -= static_cast<ssize_t>(ps->deferred);
+  return n > 0 ? n : 0;
 }
 
 ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
@@ -456,23 +592,27 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
   if (inject && len > proto_inject_size(ep->dom->attr)) return -FI_EMSGSIZE;
   ProtoState* ps = ep->proto;
-  // The inject calls report nothing; FI_INJECT on a *msg call only makes the buffer reusable on
-  // return, which an eager send's copy already does.
+  // The inject calls report nothing but count; FI_INJECT on a *msg call only makes the buffer
+  // reusable on return, which an eager send's copy already does. Both go to the core as eager
+  // sends with an operation, whose completion comes once the device sent the packet.
   const bool inject_call = s.no_completion;
-  const bool report = !inject_call && reports(ep, true, s.flags);
-  uint64_t flags = (s.tagged ? FI_TAGGED : 0) | (s.flags & FI_REMOTE_CQ_DATA);
-  if (inject_call) flags |= FI_INJECT;
-  const auto ctx = reinterpret_cast<uintptr_t>(s.context);
+  TxReq r;
+  r.kind = TxReq::kSend;
+  r.fenced = s.flags & FI_FENCE;
+  r.inject = inject || inject_call;
+  r.silent = !inject_call && !reports(ep, true, s.flags);
+  r.nbuf = static_cast<uint32_t>(s.count);
+  for (size_t k = 0; k < s.count; ++k) r.b[k] = b[k];
+  r.tag = s.tag;
+  r.data = s.data;
+  r.flags = (s.tagged ? FI_TAGGED : 0) | (s.flags & FI_REMOTE_CQ_DATA);
+  r.ctx = inject_call ? ps->inject_ctx() : reinterpret_cast<uintptr_t>(s.context);
   {
     CoreLock g(ps);
     sync_peers(ep, ps);
-    const uint32_t peer = peer_of(ps, s.dest);
-    if (peer == PROTO_NONE) return -FI_EINVAL;
-    rc = fence_waits(ps, peer, s.flags)
-             ? -FI_EAGAIN
-             : ::proto_sendv(ps->pep, peer, b, static_cast<uint32_t>(s.count), s.tag, s.data,
-                             flags, ctx);
-    if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
+    r.peer = peer_of(ps, s.dest);
+    if (r.peer == PROTO_NONE) return -FI_EINVAL;
+    rc = post(ep, ps, std::move(r));
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
@@ -516,22 +656,32 @@ ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   if (ep->is_xpu()) return -FI_EOPNOTSUPP;  // device code owns an XPU endpoint's core
   if (!(ep->caps & FI_ATOMIC)) return -FI_EOPNOTSUPP;
   ProtoState* ps = ep->proto;
-  const bool inject = a.flags & FI_INJECT;
-  const auto ctx = reinterpret_cast<uintptr_t>(a.context);
+  // The core copies the operands into the request packet, so FI_INJECT needs nothing more; only
+  // fi_inject_atomic reports nothing (and counts).
+  TxReq r;
+  r.kind = TxReq::kAtomic;
+  r.fenced = a.flags & FI_FENCE;
+  r.inject = true;
+  r.silent = !a.no_completion && !reports(ep, true, a.flags);
+  r.akind = a.kind;
+  r.op = a.op;
+  r.datatype = a.datatype;
+  r.count = a.count;
+  r.operand = a.buf;
+  r.compare = a.compare;
+  r.result = a.result;
+  r.addr = a.addr;
+  r.ctx = a.no_completion ? ps->inject_ctx() : reinterpret_cast<uintptr_t>(a.context);
+  // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
+  r.key = static_cast<uint32_t>(a.key);
+  if (r.key != a.key) return -FI_EINVAL;
   int rc;
   {
     CoreLock g(ps);
     sync_peers(ep, ps);
-    const uint32_t peer = peer_of(ps, a.dest);
-    if (peer == PROTO_NONE) return -FI_EINVAL;
-    // The core refuses a key wider than an EFA rkey; such a key names no region anywhere.
-    const uint32_t key = static_cast<uint32_t>(a.key);
-    if (key != a.key) return -FI_EINVAL;
-    rc = fence_waits(ps, peer, a.flags)
-             ? -FI_EAGAIN
-             : ::proto_atomic(ps->pep, peer, a.kind, a.op, a.datatype, a.buf, a.compare,
-                              a.count, a.addr, key, a.result, inject ? FI_INJECT : 0, ctx);
-    if (rc == 0 && !inject && !reports(ep, true, a.flags)) ps->silent.insert(ctx);
+    r.peer = peer_of(ps, a.dest);
+    if (r.peer == PROTO_NONE) return -FI_EINVAL;
+    rc = post(ep, ps, std::move(r));
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
@@ -547,8 +697,9 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   if (!(ep->caps & FI_RMA) || !(ep->caps & (write ? FI_WRITE : FI_READ))) return -FI_EOPNOTSUPP;
   const bool inject = flags & FI_INJECT;
   proto_buf b[kProtoIovLimit];
-  // Writes are copied into packets; reads may land through the device (RDMA read).
-  int rc = make_bufs(iov, desc, count, !write, b);
+  // FI_MR_LOCAL: what the device reads or writes needs its descriptor (RDMA reads, and RDMA
+  // writes where the device has them); inject data is copied.
+  int rc = make_bufs(iov, desc, count, !inject, b);
   if (rc) return rc;
   const uint64_t len = bufs_len(b, count);
   if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
@@ -556,24 +707,27 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   // A key wider than an EFA rkey names no region anywhere: the target reports a bad key.
   const uint32_t rkey = key <= UINT32_MAX ? static_cast<uint32_t>(key) : UINT32_MAX;
   ProtoState* ps = ep->proto;
-  const bool report = !inject_call && reports(ep, true, flags);
-  const auto ctx = reinterpret_cast<uintptr_t>(context);
+  TxReq r;
+  r.kind = TxReq::kRma;
+  r.write = write;
+  r.fenced = flags & FI_FENCE;
+  r.inject = write && (inject || inject_call);
+  r.silent = !inject_call && !reports(ep, true, flags);
+  r.nbuf = static_cast<uint32_t>(count);
+  for (size_t k = 0; k < count; ++k) r.b[k] = b[k];
+  r.addr = addr;
+  r.key = rkey;
+  r.data = data;
+  // FI_INJECT on fi_writemsg makes the buffer reusable at once; the inject calls' completions
+  // come back under the inject context, to be counted.
+  r.flags = (write ? (flags & FI_REMOTE_CQ_DATA) : 0) | (inject ? FI_INJECT : 0) | FI_COMPLETION;
+  r.ctx = inject_call ? ps->inject_ctx() : reinterpret_cast<uintptr_t>(context);
   {
     CoreLock g(ps);
     sync_peers(ep, ps);
-    const uint32_t peer = peer_of(ps, dest);
-    if (peer == PROTO_NONE) return -FI_EINVAL;
-    if (fence_waits(ps, peer, flags)) {
-      rc = -FI_EAGAIN;
-    } else {
-      // FI_INJECT on fi_writemsg makes the buffer reusable at once; only the inject calls
-      // report nothing.
-      const uint64_t f = (write ? (flags & FI_REMOTE_CQ_DATA) : 0) |
-                         (inject ? FI_INJECT : 0) | (inject_call ? 0 : FI_COMPLETION);
-      rc = ::proto_rma(ps->pep, peer, write ? 1 : 0, b, static_cast<uint32_t>(count), addr,
-                       rkey, data, f, ctx);
-    }
-    if (rc == 0 && !inject_call && !report) ps->silent.insert(ctx);
+    r.peer = peer_of(ps, dest);
+    if (r.peer == PROTO_NONE) return -FI_EINVAL;
+    rc = post(ep, ps, std::move(r));
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;

@@ -66,6 +66,7 @@ struct ProtoAtomic {
   uint64_t key = 0;
   void* context = nullptr;
   uint64_t flags = 0;
+  bool no_completion = false;  // fi_inject_atomic: counted, not reported
 };
 
 // The most operand bytes one atomic request carries (fi_atomicvalid's count derives from it).
@@ -80,9 +81,14 @@ void proto_ep_close(EfaEp* ep);
 ssize_t proto_send(EfaEp* ep, const ProtoSend& s);
 ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r);
 ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a);
-// RMA through the protocol core (api/proto/rma.h): writes in packets, reads by RDMA read where
-// the device has it. FI_INJECT, FI_REMOTE_CQ_DATA and FI_FENCE in `flags`.
-// `inject_call`: fi_inject_write / fi_inject_writedata, which report nothing.
+// RMA through the protocol core (api/proto/rma.h): writes of more than one packet by RDMA write
+// and reads by RDMA read where the device has them, packets otherwise. FI_INJECT, FI_REMOTE_CQ_DATA and FI_FENCE in `flags`.
+// `inject_call`: fi_inject_write / fi_inject_writedata, which report nothing and count in the
+// FI_WRITE counter.
+//
+// FI_FENCE (sends, RMA, atomics): the fenced operation and every later one to the same peer
+// wait in the endpoint's queue for that peer until all earlier operations to it completed; the
+// post succeeds, and -FI_EAGAIN comes only when tx_size operations already wait.
 ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t count,
                   fi_addr_t peer, uint64_t addr, uint64_t key, void* context, uint64_t data,
                   uint64_t flags, bool inject_call = false);

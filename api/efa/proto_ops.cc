@@ -236,7 +236,7 @@ int valid_count(EfaEp* ep, int kind, fi_datatype dt, fi_op op, size_t* count) {
 ssize_t atomic_one(fid_ep* e, int kind, const fi_ioc* iov, size_t iov_count, const fi_ioc* cmp,
                    size_t cmp_count, fi_ioc* res, size_t res_count, void** res_desc,
                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
-                   void* context, uint64_t flags) {
+                   void* context, uint64_t flags, bool inject_call = false) {
   EfaEp* ep = to_ep(e);
   if (!ep) return -FI_EINVAL;
   size_t max = 0;
@@ -267,6 +267,7 @@ ssize_t atomic_one(fid_ep* e, int kind, const fi_ioc* iov, size_t iov_count, con
   a.key = key;
   a.context = context;
   a.flags = flags;
+  a.no_completion = inject_call;
   return proto_atomic(ep, a);
 }
 
@@ -295,7 +296,7 @@ ssize_t a_inject(fid_ep* e, const void* buf, size_t count, fi_addr_t dest, uint6
                  uint64_t key, fi_datatype dt, fi_op op) {
   fi_ioc v{const_cast<void*>(buf), count};
   return atomic_one(e, PROTO_ATOMIC_PLAIN, &v, 1, nullptr, 0, nullptr, 0, nullptr, dest, addr,
-                    key, dt, op, nullptr, FI_INJECT);
+                    key, dt, op, nullptr, FI_INJECT, true);
 }
 ssize_t a_readwrite(fid_ep* e, const void* buf, size_t count, void*, void* result,
                     void* result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,

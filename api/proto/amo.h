@@ -46,7 +46,8 @@ XPU_FUNC int64_t proto_atomic_max_count(const struct proto_ep *ep, int kind, int
  * FI_INJECT in flags: no completion. 0; before anything is sent:
  * -FI_EOPNOTSUPP (kind/op/datatype not offered), -FI_EINVAL (bad peer,
  * count 0, a buffer the kind needs missing), -FI_EMSGSIZE (more elements than
- * proto_atomic_max_count), -FI_EAGAIN (no op or transmit buffer free).
+ * proto_atomic_max_count), -FI_EAGAIN (no op or transmit buffer free, or an
+ * RMA write to the peer still issuing or landing).
  */
 XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, int datatype, const void *operand,
                           const void *compare, size_t count, uint64_t addr, uint32_t key, void *result, uint64_t flags,
@@ -56,6 +57,8 @@ XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, 
   if (max < 0) return (int)max;
   if (!proto_peer_valid(ep, peer) || count == 0) return -FI_EINVAL;
   if ((int64_t)count > max) return -FI_EMSGSIZE;
+  /* Behind an RMA write still issuing or landing at the peer it could overtake it (FI_ORDER_WAW). */
+  if (ep->peers[peer].rma_busy != PROTO_NONE) return -FI_EAGAIN;
   if ((!operand && op != FI_ATOMIC_READ) || (kind == PROTO_ATOMIC_COMPARE && !compare) ||
       (kind != PROTO_ATOMIC_PLAIN && !result))
     return -FI_EINVAL;
@@ -78,7 +81,8 @@ XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, 
   o->result_len = kind == PROTO_ATOMIC_PLAIN ? 0 : bytes;
   o->total = bytes;
   o->state = PROTO_S_POSTED;
-  if (flags & FI_INJECT) o->mode = PROTO_OPM_SILENT;
+  proto_op_order(ep, i);
+  if (flags & FI_INJECT) o->mode |= PROTO_OPM_SILENT;
   struct proto_hdr *h = proto_tx_prepare(ep, t, peer, PROTO_OP_ATOMIC_REQ, plen);
   h->u0 = (uint64_t)proto_op_wire_id(ep, i) | ((uint64_t)(uint8_t)op << 32) | ((uint64_t)(uint8_t)datatype << 40) |
           ((uint64_t)(uint8_t)kind << 48);

@@ -358,6 +358,7 @@ XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
     if (p->ops_out) p->ops_out--;
     if (p->rma_busy == i) p->rma_busy = PROTO_NONE;
   }
+  if ((o->mode & PROTO_OPM_ORDERED) && ep->peers[o->peer].writes_out) ep->peers[o->peer].writes_out--;
   o->kind = PROTO_K_FREE;
   o->next = ep->op_free;
   ep->op_free = i;
@@ -367,6 +368,13 @@ XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
 XPU_FUNC void proto_op_count(struct proto_ep *ep, uint32_t i) {
   ep->ops[i].mode |= PROTO_OPM_COUNTED;
   ep->peers[ep->ops[i].peer].ops_out++;
+}
+
+/* Op i (a packet write or an atomic) changes the peer's memory by packets: RDMA writes wait for it. */
+XPU_FUNC void proto_op_order(struct proto_ep *ep, uint32_t i) {
+  if (ep->ops[i].mode & PROTO_OPM_ORDERED) return;
+  ep->ops[i].mode |= PROTO_OPM_ORDERED;
+  ep->peers[ep->ops[i].peer].writes_out++;
 }
 
 /*
@@ -606,10 +614,14 @@ XPU_FUNC void proto_credit_maybe(struct proto_ep *ep, uint32_t peer) {
   struct proto_peer *p = &ep->peers[peer];
   if (p->owed < ep->cfg.credits / 2) return;
   const uint32_t t = proto_tx_alloc(ep, 1);
-  if (t == PROTO_NONE) return;
+  if (t == PROTO_NONE) {
+    ep->credit_due = 1;
+    return;
+  }
   proto_tx_prepare(ep, t, peer, PROTO_OP_CREDIT, 0);
   if (proto_tx_emit(ep, t)) {
     proto_tx_release(ep, t);
+    ep->credit_due = 1;
     return;
   }
   ep->stats.credit_packets++;
@@ -673,6 +685,7 @@ XPU_FUNC PROTO_OUTLINE int proto_rx_dispatch(struct proto_ep *ep, uint32_t peer,
     case PROTO_OP_READ_REQ:
     case PROTO_OP_RMA_RESP:
     case PROTO_OP_READ_NOTE:
+    case PROTO_OP_WRITE_NOTE:
       return proto_rma_handle(ep, peer, h, payload);
     default:
       return 0;
@@ -695,6 +708,8 @@ XPU_FUNC void proto_rx_deliver(struct proto_ep *ep, uint32_t peer) {
         p->in_use |= 2u;
         ep->stalled++;
       }
+      /* What was handled before the stall is still owed: progress returns it. */
+      if (p->owed >= ep->cfg.credits / 2) ep->credit_due = 1;
       return;
     }
     p->held[p->rx_next & mask] = 0;
@@ -846,8 +861,12 @@ XPU_FUNC PROTO_OUTLINE int proto_progress(struct proto_ep *ep, struct proto_comp
     else if (!c.unsolicited) proto_rx_complete(ep, &c);
   }
   proto_tx_run(ep);
-  for (uint32_t i = 0; i < ep->cfg.max_peers; ++i)
-    if (ep->peers[i].in_use && ep->peers[i].owed >= ep->cfg.credits / 2) proto_credit_maybe(ep, i);
+  /* Credits are returned as packets are handled; only one that could not go out is retried. */
+  if (ep->credit_due) {
+    ep->credit_due = 0;
+    for (uint32_t i = 0; i < ep->cfg.max_peers; ++i)
+      if (ep->peers[i].in_use && ep->peers[i].owed >= ep->cfg.credits / 2) proto_credit_maybe(ep, i);
+  }
   int n = 0;
   while (n < max && ep->comp_count) {
     out[n++] = ep->comps[ep->comp_head];

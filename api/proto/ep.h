@@ -52,6 +52,7 @@ extern "C" {
 /* Device capabilities the core cares about. */
 #define PROTO_DEV_RDMA_READ (1u << 0)
 #define PROTO_DEV_CQ_SGID (1u << 1) /* RX CQEs of senders without an AH carry their GID */
+#define PROTO_DEV_RDMA_WRITE (1u << 2)
 
 /* What the backend reports for the QP the endpoint runs on (efadv_query_qp_wqs / query_cq). */
 struct proto_dev {
@@ -61,7 +62,7 @@ struct proto_dev {
   uint32_t max_sq_sge;
   uint32_t max_rq_sge;
   uint32_t mtu;           /* largest SEND payload */
-  uint32_t max_rdma_size; /* largest RDMA read */
+  uint32_t max_rdma_size; /* largest RDMA read or write */
   uint32_t caps;          /* PROTO_DEV_* */
 };
 
@@ -75,6 +76,8 @@ struct proto_config {
   uint32_t ncomp;     /* completions queued between two progress calls; power of two */
   uint32_t eager_max; /* largest payload sent eagerly; 0 = what one packet holds */
   uint32_t rdma_chunk; /* bytes per rendezvous RDMA read, 0 = max_rdma_size */
+  /* Smallest fi_write sent by RDMA write (PROTO_DEV_RDMA_WRITE); 0 = any of more than one packet. */
+  uint32_t rdma_write_min;
 };
 
 XPU_FUNC void proto_config_default(struct proto_config *c) {
@@ -86,6 +89,7 @@ XPU_FUNC void proto_config_default(struct proto_config *c) {
   c->ncomp = 512;
   c->eager_max = 0;
   c->rdma_chunk = 1u << 20;
+  c->rdma_write_min = 0;
 }
 
 /* One protocol-level completion; consumers turn it into fi_cq_tagged_entry or UCT callbacks. */
@@ -141,8 +145,13 @@ struct proto_peer {
   uint32_t *held;   /* credits entries: rx buffer index + 1 of packet rx_next + i, 0 = not here */
   /* Operations we started towards the peer (sends, atomics, RMA) not completed yet: FI_FENCE. */
   uint32_t ops_out;
-  /* The RMA op whose packets are being issued to the peer: the next waits (writes stay ordered). */
+  /*
+   * The RMA op whose packets are being issued to the peer, or whose RDMA writes are in flight:
+   * the next RMA or atomic waits (writes stay ordered).
+   */
   uint32_t rma_busy;
+  /* Packet writes and atomics started towards the peer, not completed: an RDMA write waits. */
+  uint32_t writes_out;
 };
 
 /* One registered region a peer's atomics may target. */
@@ -173,6 +182,7 @@ enum proto_op_state {
   PROTO_S_WRITE,   /* RMA write issuing its WRITE packets */
   PROTO_S_RREQ,    /* RMA read issuing READ_REQ packets (no RDMA read) */
   PROTO_S_WAIT,    /* RMA waiting for the target's answers */
+  PROTO_S_RDMAW,   /* RMA write by RDMA write: issuing its WQEs, then waiting for them */
 };
 
 /* A buffer and its registration. Rendezvous needs rkey at the sender (remote read) and lkey at the receiver. */
@@ -232,6 +242,7 @@ struct proto_op {
 #define PROTO_OPM_SILENT 1u  /* no completion (an internal receive) */
 #define PROTO_OPM_DISCARD 2u /* FI_DISCARD: complete without data and without truncation */
 #define PROTO_OPM_COUNTED 4u /* counted in its peer's ops_out */
+#define PROTO_OPM_ORDERED 8u /* counted in its peer's writes_out */
 
 /* What a transmit buffer holds until its SEND completes. */
 struct proto_txbuf {
@@ -285,6 +296,7 @@ struct proto_stats {
   uint64_t rma_packets;   /* WRITE / READ_REQ packets sent */
   uint32_t last_tx_status; /* efa_io_comp_status of the latest of them */
   uint32_t reserved;
+  uint64_t rdma_writes;   /* RDMA write WQEs issued for fi_write */
 };
 
 struct proto_ep {
@@ -326,6 +338,8 @@ struct proto_ep {
   struct proto_match um;
   struct proto_match_entry *tm_pool;
   struct proto_match_entry *um_pool;
+  uint32_t credit_due; /* a CREDIT packet could not go out: progress tries the peers again */
+  uint32_t reserved4;
 };
 
 #define PROTO_MAX_MR 64u

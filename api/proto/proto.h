@@ -10,7 +10,7 @@
  * Set-up (see testing/proto/harness.cc for a complete one):
  *   struct proto_config cfg; proto_config_default(&cfg);
  *   struct proto_dev dev = {sq, rq, cq, max_sq_sge, max_rq_sge, mtu, max_rdma_size,
- *                           caps & RDMA read ? PROTO_DEV_RDMA_READ : 0};
+ *                           PROTO_DEV_RDMA_READ / PROTO_DEV_RDMA_WRITE as the device has them};
  *   the QP's receive queue needs proto_rx_buffers(&cfg) entries;
  *   mem = proto_ep_mem_size(&cfg, &dev) bytes, bounce = proto_bounce_size(&cfg, &dev)
  *   bytes registered for local write, lkey;
@@ -22,7 +22,8 @@
  *   proto_send / proto_recv / proto_cancel        messages, tagged or not (msg.h)
  *   proto_sendv / proto_recvv                     the same over up to PROTO_IOV_MAX buffers
  *   proto_atomic                                  atomics (amo.h)
- *   proto_rma                                     fi_read / fi_write (rma.h)
+ *   proto_rma                                     fi_read / fi_write (rma.h): RDMA read and
+ *                                                 write where the device has them
  *   proto_peer_ops_out                            what FI_FENCE waits for (core.h)
  *   proto_progress(&ep, comps, n)                 completions (struct proto_comp)
  * The consumer drives its device as it does for any QP (an emulated device's

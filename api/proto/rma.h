@@ -2,7 +2,17 @@
  * rma.h - fi_read / fi_write between protocol endpoints. Host and nvcc; valid
  * C11 and C++17. Include api/proto/proto.h, not this file.
  *
- * Writes travel as WRITE packets of at most one packet's payload each,
+ * Writes of more than one packet go by the device's RDMA write where it has
+ * one (PROTO_DEV_RDMA_WRITE, EFA gen3 on): straight from the writer's buffers
+ * into the target's memory, which the device checks against its keys, in
+ * rdma_chunk pieces. Once every piece completed, a WRITE_NOTE packet tells the
+ * target, which reports the write as below (remote counter, remote CQ data),
+ * and the writer completes. Such a write starts once the packet writes and
+ * atomics before it to the peer completed, and holds back the peer's later
+ * writes and atomics until its pieces completed, since SRD keeps no order
+ * between an RDMA write and packets (FI_ORDER_WAW, FI_ORDER_RMA_WAW).
+ *
+ * Other writes travel as WRITE packets of at most one packet's payload each,
  * numbered like every packet, so a target applies them in the writer's order
  * (after the writer's earlier writes and atomics) on every device generation,
  * with or without RDMA write. The target checks each segment against its MR
@@ -72,6 +82,48 @@ XPU_FUNC void proto_rma_packet(struct proto_ep *ep, uint32_t i, uint32_t t, int 
   ep->stats.rma_packets++;
 }
 
+/* 1 when a write of `total` bytes from op i's buffers goes by RDMA write. */
+XPU_FUNC int proto_rma_by_rdma_write(const struct proto_ep *ep, uint64_t total) {
+  if (!(ep->dev.caps & PROTO_DEV_RDMA_WRITE)) return 0;
+  return ep->cfg.rdma_write_min ? total >= ep->cfg.rdma_write_min : total > ep->payload_max;
+}
+
+/*
+ * Issues op i's RDMA writes of bytes [cursor, total) of its buffers to the
+ * peer's memory, rdma_chunk at a time and never across two buffers;
+ * -FI_EAGAIN when the SQ is full (the rest on a later call).
+ */
+XPU_FUNC int proto_rma_write_issue(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
+  if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
+  while (o->cursor < o->total) {
+    uint8_t *a;
+    uint32_t lkey;
+    uint64_t n = proto_op_piece(o, o->cursor, &a, &lkey);
+    if (n > o->total - o->cursor) n = o->total - o->cursor;
+    if (n > chunk) n = chunk;
+    struct efa_dp_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.op = EFA_DP_OP_RDMA_WRITE;
+    wr.ah = ep->peers[o->peer].ahn;
+    wr.dest_qpn = ep->peers[o->peer].qpn;
+    wr.qkey = ep->peers[o->peer].qkey;
+    wr.num_sge = 1;
+    wr.sge[0].addr = (uint64_t)(uintptr_t)a;
+    wr.sge[0].length = (uint32_t)n;
+    wr.sge[0].lkey = lkey;
+    wr.remote_addr = o->remote_addr + o->cursor;
+    wr.rkey = o->remote_key;
+    wr.context = PROTO_WRC(PROTO_WRC_READ, i);
+    if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
+    o->cursor += n;
+    o->inflight++;
+    ep->stats.rdma_writes++;
+  }
+  return 0;
+}
+
 /*
  * Starts an RMA of the local buffers b[0..n) (n <= PROTO_IOV_MAX) and the
  * peer's bytes at (addr, key): a write when `write`, else a read. flags:
@@ -79,8 +131,10 @@ XPU_FUNC void proto_rma_packet(struct proto_ep *ep, uint32_t i, uint32_t t, int 
  * at most proto_am_max bytes: copied before return, and no completion unless
  * FI_COMPLETION is given too). The
  * completion carries FI_RMA | FI_WRITE or FI_READ and `context`; a bad key or
- * range completes with the EFA status as prov_errno. 0; -FI_EINVAL;
- * -FI_EMSGSIZE; -FI_EAGAIN (no op or transmit buffer free: progress, retry).
+ * range completes with the EFA status as prov_errno. Buffers of a write of
+ * more than one packet need their lkey where the device has RDMA write.
+ * 0; -FI_EINVAL; -FI_EMSGSIZE; -FI_EAGAIN (no op or transmit buffer free:
+ * progress, retry).
  */
 XPU_FUNC int proto_rma(struct proto_ep *ep, uint32_t peer, int write, const struct proto_buf *bufs, uint32_t nbuf,
                        uint64_t addr, uint32_t key, uint64_t data, uint64_t flags, uint64_t context) {
@@ -114,10 +168,11 @@ XPU_FUNC int proto_rma(struct proto_ep *ep, uint32_t peer, int write, const stru
   o->tag = (flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u;
   if (inject && !(flags & FI_COMPLETION)) o->mode |= PROTO_OPM_SILENT;
   proto_op_count(ep, i);
-  if (write) o->state = PROTO_S_WRITE;
+  if (write) o->state = !inject && proto_rma_by_rdma_write(ep, o->total) ? PROTO_S_RDMAW : PROTO_S_WRITE;
   else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && total > 0) o->state = PROTO_S_READ;
   else o->state = PROTO_S_RREQ;
   if (inject) {
+    proto_op_order(ep, i);
     proto_rma_packet(ep, i, t, 1, (uint32_t)total);
     o->state = PROTO_S_WAIT;
     proto_tx_submit(ep, t);
@@ -137,6 +192,7 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
       if (p->rma_busy != PROTO_NONE && p->rma_busy != i) return -FI_EAGAIN;
       p->rma_busy = i;
       const int write = o->state == PROTO_S_WRITE;
+      if (write) proto_op_order(ep, i);
       do {
         const uint32_t t = proto_tx_alloc(ep, 0);
         if (t == PROTO_NONE) return -FI_EAGAIN;
@@ -150,14 +206,31 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
     }
     case PROTO_S_READ:
       return proto_op_read_issue(ep, i, o->total);
+    case PROTO_S_RDMAW:
+      /*
+       * Takes the peer's RMA turn first (what is posted later waits from now on), then waits
+       * for the packet writes and atomics before it to complete.
+       */
+      if (p->rma_busy != i) {
+        if (p->rma_busy != PROTO_NONE) return -FI_EAGAIN;
+        p->rma_busy = i;
+      }
+      if (p->writes_out) return -FI_EAGAIN;
+      return proto_rma_write_issue(ep, i);
     case PROTO_S_FIN: {
       const uint32_t t = proto_tx_alloc(ep, 1);
       if (t == PROTO_NONE || proto_comp_room(ep) < 1) {
         if (t != PROTO_NONE) proto_tx_release(ep, t);
         return -FI_EAGAIN;
       }
-      struct proto_hdr *h = proto_tx_prepare(ep, t, o->peer, PROTO_OP_READ_NOTE, 0);
+      const int write = (o->flags & FI_WRITE) != 0;
+      struct proto_hdr *h = proto_tx_prepare(ep, t, o->peer, write ? PROTO_OP_WRITE_NOTE : PROTO_OP_READ_NOTE, 0);
       h->u0 = o->total;
+      if (write) {
+        h->u2 = o->remote_addr;
+        h->data = o->data;
+        h->flags = (uint32_t)o->tag;
+      }
       proto_tx_submit(ep, t);
       proto_rma_complete(ep, i, EFA_IO_COMP_STATUS_OK);
       return 0;
@@ -167,10 +240,15 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
   }
 }
 
-/* Op i's RDMA reads all completed (proto_op_wqe_done): the note, or the error. */
+/* Op i's RDMA reads or writes all completed (proto_op_wqe_done): the note, or the error. */
 XPU_FUNC void proto_rma_wqe_done(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
-  if (o->state != PROTO_S_READ || o->cursor < o->total) return;
+  if ((o->state != PROTO_S_READ && o->state != PROTO_S_RDMAW) || o->cursor < o->total) return;
+  if (o->state == PROTO_S_RDMAW) {
+    /* Landed: the peer's next write may go (the note is numbered, behind nothing of ours). */
+    struct proto_peer *p = &ep->peers[o->peer];
+    if (p->rma_busy == i) p->rma_busy = PROTO_NONE;
+  }
   if (o->err) {
     proto_rma_complete(ep, i, (uint32_t)o->prov_errno);
     return;
@@ -241,6 +319,15 @@ XPU_FUNC int proto_rma_handle(struct proto_ep *ep, uint32_t peer, const struct p
     case PROTO_OP_READ_NOTE:
       proto_rma_event(ep, peer, FI_REMOTE_READ, h->u0);
       return 0;
+    case PROTO_OP_WRITE_NOTE: {
+      struct proto_comp *c = proto_rma_event(ep, peer, FI_REMOTE_WRITE, h->u0);
+      c->buf = (void *)(uintptr_t)h->u2;
+      if (h->flags & PROTO_WF_CQ_DATA) {
+        c->flags |= FI_REMOTE_CQ_DATA;
+        c->data = h->data;
+      }
+      return 0;
+    }
     case PROTO_OP_RMA_RESP: {
       const uint32_t i = proto_op_from_wire(ep, h->u0, PROTO_K_RMA);
       if (i == PROTO_NONE) return 0;

@@ -42,6 +42,7 @@ enum proto_wire_op {
   PROTO_OP_READ_REQ = 11,   /* asks for one segment of an RMA read */
   PROTO_OP_RMA_RESP = 12,   /* status of a write, or one read segment */
   PROTO_OP_READ_NOTE = 13,  /* an RDMA read of the target's memory finished (its counter) */
+  PROTO_OP_WRITE_NOTE = 14, /* an RDMA write into the target's memory landed: length, data */
 };
 
 /* PROTO_OP_EAGER / PROTO_OP_RTS flags. */
@@ -68,6 +69,8 @@ enum proto_wire_op {
  *                tag = total length, data = bytes wanted
  *   RMA_RESP     u0 = requester op id, u1 = efa_io_comp_status | bytes << 32, u2 = offset
  *   READ_NOTE    u0 = bytes read
+ *   WRITE_NOTE   u0 = bytes written, u2 = target address, data = remote CQ data,
+ *                flags PROTO_WF_CQ_DATA when there is some
  */
 struct proto_hdr {
   uint8_t op;       /* enum proto_wire_op */

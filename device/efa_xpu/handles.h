@@ -51,6 +51,12 @@
  * XPU CQ (or one is NULL); counters bound to the EP are advanced by device
  * CQ reads as the core completes operations, never by the NIC.
  *   tagged send/recv           proto_send / proto_recv with FI_TAGGED;
+ *   send/recv                  the same without FI_TAGGED;
+ *   write/read                 proto_rma (EFA_XPU_EP_CAP_RMA): RDMA write
+ *                              and read where the device has them, packets
+ *                              otherwise; completions FI_RMA | FI_WRITE or
+ *                              FI_READ through the CQ, the target's remote
+ *                              counter and remote CQ data as on the host;
  *   atomics                    proto's atomics; the destination is the same
  *                              efa_xpu_peer as on efa-direct, mapped to the
  *                              core's peer with proto_peer_lookup(ahn, qpn);
@@ -84,6 +90,7 @@ extern "C" {
 #define EFA_XPU_EP_CAP_RDMA_WRITE (1u << 1)
 #define EFA_XPU_EP_CAP_UNSOLICITED_WRITE_RECV (1u << 2)
 #define EFA_XPU_EP_CAP_PROTO (1u << 3) /* the `efa` fabric: ep->proto is set */
+#define EFA_XPU_EP_CAP_RMA (1u << 4)   /* with PROTO: the EP has FI_RMA (fi_xpu_write / read) */
 
 /* fi_av_lookup2(FI_XPU) output: the address a WQE needs (av_addr_size = 8). */
 struct efa_xpu_peer {
@@ -135,8 +142,9 @@ struct efa_xpu_ep {
   /* Receive buffer of each outstanding receive, by req-id index (rq.reqs.count
    * entries): the `buf` a FI_CQ_FORMAT_DATA entry reports. */
   uint64_t *rx_bufs;
-  /* The bound AV as of the latest fi_ep_export_xpu (source addresses for
-   * fi_xpu_cq_readfrom); refreshed by exporting again. */
+  /* The bound AV (source addresses for fi_xpu_cq_readfrom): as of the latest
+   * fi_ep_export_xpu, and for a protocol-fabric EP kept up with every insert
+   * since (av_count published last). */
   struct efa_xpu_av_entry *av;
   uint32_t av_count;
   uint32_t av_pad;

@@ -2,8 +2,9 @@
  * efa_xpu/post.h - the efa device posts: send, write, read and recv at every
  * scope, each member of the scope posting its own operation with one slot
  * claim and one doorbell for the group (see efa_xpu.h). Tagged calls and
- * atomics go through the protocol core: tagged.h, atomics.h. Valid C11,
- * C++17 and CUDA.
+ * atomics go through the protocol core: tagged.h, atomics.h; on a
+ * protocol-fabric EP these calls do too (every member posts its own under
+ * the EP's lock, as tagged.h does). Valid C11, C++17 and CUDA.
  */
 #ifndef XPUFAB_DEVICE_EFA_XPU_POST_H_
 #define XPUFAB_DEVICE_EFA_XPU_POST_H_
@@ -22,6 +23,7 @@
 #include "device/xpu_func.h"
 #include "xpufab/efa_xpu/check.h"
 #include "xpufab/efa_xpu/handles.h"
+#include "xpufab/efa_xpu/proto_ep.h"
 
 #if defined(__CUDACC__)
 /* Device-scope enrollment counter (one per translation unit, like the scope
@@ -179,12 +181,42 @@ XPU_DEVICE_FUNC int efa_xpu_sq_post_group_(struct efa_xpu_ep *e, const struct ef
   return my_rc;
 }
 
+/*
+ * A send, write or read of a protocol-fabric EP through its core (msg.h,
+ * rma.h): 0; -FI_EOPNOTSUPP (RMA on an EP without FI_RMA); -FI_EINVAL (no
+ * peer of the core, a key wider than an EFA key, a buffer without desc);
+ * -FI_EBADFLAGS; -FI_EAGAIN (read the CQ and retry).
+ */
+XPU_DEVICE_FUNC int efa_xpu_proto_tx_(struct efa_xpu_ep *e, struct proto_ep *p, uint32_t op, const void *buf,
+                                      size_t len, void *desc, uint64_t data, void *peer_addr, uint64_t addr,
+                                      uint64_t key, void *context, uint64_t flags) {
+  struct proto_buf b;
+  uint32_t peer;
+  int rc;
+  if (flags & ~(uint64_t)EFA_XPU_TX_FLAGS_) return -FI_EBADFLAGS;
+  if (op != EFA_DP_OP_SEND && !(e->caps & EFA_XPU_EP_CAP_RMA)) return -FI_EOPNOTSUPP;
+  if (op == EFA_DP_OP_RDMA_READ && (flags & FI_REMOTE_CQ_DATA)) return -FI_EINVAL;
+  rc = efa_xpu_proto_buf_(buf, len, desc, &b);
+  if (rc) return rc;
+  if (!peer_addr || key > 0xffffffffu) return -FI_EINVAL;
+  EFA_XPU_PROTO_CALL_(e, p, rc,
+                      (peer = efa_xpu_proto_peer_(p, peer_addr)) == PROTO_NONE
+                          ? -FI_EINVAL
+                      : op == EFA_DP_OP_SEND
+                          ? proto_send(p, peer, &b, 0, data, flags & FI_REMOTE_CQ_DATA, (uint64_t)(uintptr_t)context)
+                          : proto_rma(p, peer, op == EFA_DP_OP_RDMA_WRITE, &b, 1, addr, (uint32_t)key, data,
+                                      flags & FI_REMOTE_CQ_DATA, (uint64_t)(uintptr_t)context));
+  return rc;
+}
+
 XPU_DEVICE_FUNC int efa_xpu_post_tx_(struct fid_xpu_ep *ep, uint32_t op, const void *buf, size_t len, void *desc,
                                      uint64_t data, void *peer, uint64_t addr, uint64_t key, void *context,
                                      uint64_t flags, int scope) {
   struct efa_xpu_ep *e = NULL;
   int rc = efa_xpu_ep_get_(ep, scope, &e);
   if (rc) return rc;
+  struct proto_ep *p = efa_xpu_proto_of_(e);
+  if (p) return efa_xpu_proto_tx_(e, p, op, buf, len, desc, data, peer, addr, key, context, flags);
   struct efa_dp_wr wr;
   rc = efa_xpu_make_wr_(e, op, buf, len, desc, data, peer, addr, key, context, flags, &wr);
   return efa_xpu_sq_post_group_(e, &wr, rc, flags, scope);
@@ -221,6 +253,16 @@ XPU_DEVICE_FUNC int efa_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, v
   struct efa_xpu_ep *e = NULL;
   int rc = efa_xpu_ep_get_(ep, scope, &e);
   if (rc) return rc;
+  struct proto_ep *p = efa_xpu_proto_of_(e);
+  if (p) {
+    /* The protocol fabric: an untagged receive of the core, from any peer. */
+    struct proto_buf b;
+    if (flags & ~(uint64_t)EFA_XPU_RX_FLAGS_) return -FI_EBADFLAGS;
+    rc = efa_xpu_proto_buf_(buf, len, desc, &b);
+    if (rc) return rc;
+    EFA_XPU_PROTO_CALL_(e, p, rc, proto_recv(p, PROTO_ADDR_ANY, &b, 0, 0, 0, (uint64_t)(uintptr_t)context));
+    return rc;
+  }
   int my_rc = 0;
   if (flags & ~(uint64_t)EFA_XPU_RX_FLAGS_) my_rc = -FI_EBADFLAGS;
   else if (len && (!buf || !desc)) my_rc = -FI_EINVAL;

@@ -42,8 +42,11 @@ fi_info* rma_hints() {
 Node::Node(size_t buffer_bytes, fi_info* hints, bool counters) : buf_(buffer_bytes) {
   if (!hints) hints = protocol_hints();
   const int rc = fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_);
+  // A transmit queue size in the hints is what the application asks of its endpoint.
+  const size_t tx_size = hints->tx_attr ? hints->tx_attr->size : 0;
   fi_freeinfo(hints);
   GROUP_CHECK(rc == 0);
+  if (tx_size && tx_size < info_->tx_attr->size) info_->tx_attr->size = tx_size;
   GROUP_CHECK(strcmp(info_->fabric_attr->name, "efa") == 0);
   GROUP_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr) == 0);
   GROUP_CHECK(fi_domain(fabric_, info_, &domain_, nullptr) == 0);
@@ -61,7 +64,8 @@ Node::Node(size_t buffer_bytes, fi_info* hints, bool counters) : buf_(buffer_byt
     const struct {
       fid_cntr** c;
       uint64_t flag;
-    } want[] = {{&cntrs_.write, FI_WRITE},
+    } want[] = {{&cntrs_.send, FI_SEND},
+                {&cntrs_.write, FI_WRITE},
                 {&cntrs_.read, FI_READ},
                 {&cntrs_.remote_write, FI_REMOTE_WRITE},
                 {&cntrs_.remote_read, FI_REMOTE_READ}};
@@ -82,7 +86,7 @@ Node::Node(size_t buffer_bytes, fi_info* hints, bool counters) : buf_(buffer_byt
 Node::~Node() {
   if (mr_) GROUP_CHECK(fi_close(&mr_->fid) == 0);
   if (ep_) GROUP_CHECK(fi_close(&ep_->fid) == 0);
-  for (fid_cntr* c : {cntrs_.write, cntrs_.read, cntrs_.remote_write, cntrs_.remote_read})
+  for (fid_cntr* c : {cntrs_.send, cntrs_.write, cntrs_.read, cntrs_.remote_write, cntrs_.remote_read})
     if (c) GROUP_CHECK(fi_close(&c->fid) == 0);
   if (cq_) GROUP_CHECK(fi_close(&cq_->fid) == 0);
   if (av_) GROUP_CHECK(fi_close(&av_->fid) == 0);

@@ -39,6 +39,7 @@ fi_info* rma_hints();
 
 // Counters a node binds: what it initiated and what peers did to its memory.
 struct Counters {
+  fid_cntr* send = nullptr;
   fid_cntr* write = nullptr;
   fid_cntr* read = nullptr;
   fid_cntr* remote_write = nullptr;
@@ -47,8 +48,8 @@ struct Counters {
 
 class Node {
  public:
-  // Takes the hints; `counters`: one counter each for FI_WRITE, FI_READ, FI_REMOTE_WRITE and
-  // FI_REMOTE_READ, bound before the endpoint is enabled.
+  // Takes the hints (a tx_attr->size there sizes the endpoint's transmit queue); `counters`: one counter each for FI_SEND, FI_WRITE, FI_READ,
+  // FI_REMOTE_WRITE and FI_REMOTE_READ, bound before the endpoint is enabled.
   explicit Node(size_t buffer_bytes, fi_info* hints = nullptr, bool counters = false);
   ~Node();
   Node(const Node&) = delete;

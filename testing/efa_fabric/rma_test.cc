@@ -2,12 +2,17 @@
 // UDP, and shared memory with loss and reordering, on a device with RDMA read and on one without
 // (EFA gen1, where the core reads in packets): every fi_read / fi_write form beyond the MTU and
 // over several buffers, remote CQ data and remote counters at the target, a bad key reported
-// with the EFA status, FI_FENCE ordering a read after a write, and writes landing in posting
-// order.
+// with the EFA status, FI_FENCE ordering a read after a write (a fenced post is taken at once and
+// waits in the endpoint, with what is posted after it), writes landing in posting order, and
+// every inject form counted at the initiator.
 #include <gtest/gtest.h>
+
+#include <glob.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "testing/efa_fabric/env.h"
@@ -33,13 +38,16 @@ std::string setup_name(const ::testing::TestParamInfo<Setup>& i) {
 class Rma : public ::testing::TestWithParam<Setup> {
  protected:
   // Runs `fn` in two processes with counters bound; rank 0 is the target, rank 1 the initiator.
+  // `tx_size`: the endpoints' tx_attr->size when not 0.
   template <typename Fn>
-  void pair(Fn fn) {
+  void pair(Fn fn, size_t tx_size = 0) {
     use_wire(GetParam().wire, ::testing::UnitTest::GetInstance()->current_test_info()->name());
     if (GetParam().profile) setenv("FI_EFA_EMU_PROFILE", GetParam().profile, 1);
     else unsetenv("FI_EFA_EMU_PROFILE");
     const std::vector<int> st = run_group(2, 120, [&](Member& m) {
-      Node n(kBuf, rma_hints(), true);
+      fi_info* hints = rma_hints();
+      if (tx_size) hints->tx_attr->size = tx_size;
+      Node n(kBuf, hints, true);
       Peers p = connect(m, n);
       m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
       fn(m, n, p);
@@ -150,8 +158,8 @@ TEST_P(Rma, WritesAndReadsBeyondTheMtuInEveryForm) {
                                            t.addr + (7u << 20) + 4096, t.key);
                   }) == 0);
       memset(n.at(8192), 0, 256);
-      // The inject reports nothing and counts nothing here; the target counts it (below).
-      wait_cntr(n, c.write, 3);
+      // The inject reports nothing but counts, here and at the target (below).
+      wait_cntr(n, c.write, 4);
       n.expect_nothing(50);
       m.barrier();
     } else {
@@ -188,7 +196,7 @@ TEST_P(Rma, WritedataReportsTheDataAtTheTarget) {
                     return fi_inject_writedata(n.ep(), n.at(0), 64, 0x77, p.addr[0],
                                                t.addr + (2u << 20), t.key);
                   }) == 0);
-      wait_cntr(n, n.counters().write, 1);
+      wait_cntr(n, n.counters().write, 2);
       n.expect_nothing(50);
     } else {
       fi_cq_tagged_entry e = n.expect();
@@ -292,6 +300,165 @@ TEST_P(Rma, AFencedReadSeesThePreviousWrite) {
   });
 }
 
+// fi_msg(3) / fi_rma(3): a fenced operation and those posted after it to the same peer are
+// deferred until everything before them completed; the posts themselves succeed. Here the fenced
+// ones are posted while a write of many packets is still out, so each post has to wait.
+TEST_P(Rma, AFencedPostIsTakenAtOnceAndWaitsInTheEndpoint) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    void* d = n.desc();
+    int ctx[4];
+    if (m.rank() == 1) {
+      fill(n.at(0), kBig, 20);
+      memset(n.at(4u << 20), 0, kBig);
+      GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, d, p.addr[0], t.addr, t.key, &ctx[0]) == 0);
+      iovec r{n.at(4u << 20), kBig};
+      fi_rma_iov rv{t.addr, kBig, t.key};
+      fi_msg_rma msg{};
+      msg.msg_iov = &r;
+      msg.desc = &d;
+      msg.iov_count = 1;
+      msg.addr = p.addr[0];
+      msg.rma_iov = &rv;
+      msg.rma_iov_count = 1;
+      msg.context = &ctx[1];
+      GROUP_CHECK(fi_readmsg(n.ep(), &msg, FI_FENCE) == 0);
+      // Behind the fence: a tagged send whose buffer is reusable at once, and an atomic.
+      fill(n.at(kBig), 64, 21);
+      iovec sv{n.at(kBig), 64};
+      fi_msg_tagged tm{};
+      tm.msg_iov = &sv;
+      tm.desc = &d;
+      tm.iov_count = 1;
+      tm.addr = p.addr[0];
+      tm.tag = 0xfe;
+      tm.context = &ctx[2];
+      GROUP_CHECK(fi_tsendmsg(n.ep(), &tm, FI_INJECT) == 0);
+      memset(n.at(kBig), 0, 64);
+      uint64_t one = 1, prior = 99;
+      GROUP_CHECK(fi_fetch_atomic(n.ep(), &one, 1, nullptr, &prior, nullptr, p.addr[0],
+                                  t.addr + (6u << 20), t.key, FI_UINT64, FI_SUM, &ctx[3]) == 0);
+      bool seen[4] = {};
+      for (int i = 0; i < 4; ++i) {
+        const fi_cq_tagged_entry e = n.expect();
+        int k = 0;
+        while (k < 4 && e.op_context != &ctx[k]) ++k;
+        GROUP_CHECK(k < 4 && !seen[k]);
+        // The fenced read completes after the write it waited for.
+        if (k == 1) GROUP_CHECK(seen[0]);
+        seen[k] = true;
+      }
+      GROUP_CHECK(has_pattern(n.at(4u << 20), kBig, 20));
+      GROUP_CHECK(prior == 0);
+      m.barrier();
+    } else {
+      uint8_t* got = n.at(7u << 20);  // outside what the initiator writes and reads
+      GROUP_CHECK(fi_trecv(n.ep(), got, 64, d, p.addr[1], 0xfe, 0, &ctx[0]) == 0);
+      const fi_cq_tagged_entry e = n.expect();
+      GROUP_CHECK(e.op_context == &ctx[0] && e.len == 64 && e.tag == 0xfe);
+      GROUP_CHECK(has_pattern(got, 64, 21));
+      m.barrier();
+    }
+  });
+}
+
+// The requests a fence holds back are bounded by the transmit queue's size: one more is refused
+// with -FI_EAGAIN until progress issued some of them.
+TEST_P(Rma, TheFenceQueueHoldsTxSizeRequests) {
+  constexpr size_t kTx = 32;
+  pair(
+      [](Member& m, Node& n, Peers& p) {
+        const Remote& t = p.remote[0];
+        if (m.rank() != 1) return;
+        GROUP_CHECK(n.info()->tx_attr->size == kTx);
+        void* d = n.desc();
+        fill(n.at(0), kBig, 30);
+        GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, d, p.addr[0], t.addr, t.key, nullptr) == 0);
+        fi_rma_iov rv{t.addr + (2u << 20), 8, t.key};
+        fi_msg_rma msg{};
+        iovec v[kTx + 1];
+        msg.desc = &d;
+        msg.iov_count = 1;
+        msg.addr = p.addr[0];
+        msg.rma_iov = &rv;
+        msg.rma_iov_count = 1;
+        for (size_t i = 0; i <= kTx; ++i) {
+          fill(n.at((1u << 20) * 3 + 8 * i), 8, 31 + static_cast<uint32_t>(i));
+          v[i] = iovec{n.at((1u << 20) * 3 + 8 * i), 8};
+          msg.msg_iov = &v[i];
+          const ssize_t rc = fi_writemsg(n.ep(), &msg, FI_FENCE | FI_COMPLETION);
+          GROUP_CHECK(rc == (i < kTx ? 0 : -FI_EAGAIN));
+        }
+        GROUP_CHECK(post_retrying(n, [&] { return fi_writemsg(n.ep(), &msg, FI_FENCE); }) == 0);
+        for (size_t i = 0; i < kTx + 2; ++i) GROUP_CHECK(is_rma(n.expect(), FI_WRITE));
+        // The fenced writes to the same bytes landed in posting order: the last one is there.
+        memset(n.at(5u << 20), 0, 8);
+        GROUP_CHECK(fi_read(n.ep(), n.at(5u << 20), 8, d, p.addr[0], t.addr + (2u << 20), t.key,
+                            nullptr) == 0);
+        GROUP_CHECK(is_rma(n.expect(), FI_READ));
+        GROUP_CHECK(has_pattern(n.at(5u << 20), 8, 31 + kTx));
+      },
+      kTx);
+}
+
+// Every inject form counts in the initiator's FI_SEND or FI_WRITE counter and reports nothing
+// there, as Debian's libfabric efa provider does.
+TEST_P(Rma, EveryInjectFormCountsAtTheInitiator) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    const Counters& c = n.counters();
+    if (m.rank() == 1) {
+      uint8_t b[64];
+      fill(b, sizeof(b), 40);
+      auto post = [&](auto fn) { GROUP_CHECK(post_retrying(n, fn) == 0); };
+      post([&] { return fi_inject(n.ep(), b, 16, p.addr[0]); });
+      post([&] { return fi_injectdata(n.ep(), b, 16, 0x11, p.addr[0]); });
+      post([&] { return fi_tinject(n.ep(), b, 16, p.addr[0], 0x21); });
+      post([&] { return fi_tinjectdata(n.ep(), b, 16, 0x22, p.addr[0], 0x22); });
+      post([&] { return fi_inject_write(n.ep(), b, 64, p.addr[0], t.addr, t.key); });
+      post([&] { return fi_inject_writedata(n.ep(), b, 64, 0x33, p.addr[0], t.addr + 64, t.key); });
+      const uint64_t add = 5;
+      post([&] {
+        return fi_inject_atomic(n.ep(), &add, 1, p.addr[0], t.addr + 128, t.key, FI_UINT64,
+                                FI_SUM);
+      });
+      memset(b, 0, sizeof(b));  // every form took its bytes
+      wait_cntr(n, c.send, 4);
+      wait_cntr(n, c.write, 3);
+      GROUP_CHECK(fi_cntr_readerr(c.send) == 0 && fi_cntr_readerr(c.write) == 0);
+      n.expect_nothing(50);
+      m.barrier();
+    } else {
+      uint8_t* got[4] = {n.at(1u << 20), n.at((1u << 20) + 16), n.at((1u << 20) + 32),
+                         n.at((1u << 20) + 48)};
+      int ctx[4];
+      void* d = n.desc();
+      GROUP_CHECK(fi_recv(n.ep(), got[0], 16, d, p.addr[1], &ctx[0]) == 0);
+      GROUP_CHECK(fi_recv(n.ep(), got[1], 16, d, p.addr[1], &ctx[1]) == 0);
+      GROUP_CHECK(fi_trecv(n.ep(), got[2], 16, d, p.addr[1], 0x21, 0, &ctx[2]) == 0);
+      GROUP_CHECK(fi_trecv(n.ep(), got[3], 16, d, p.addr[1], 0x22, 0, &ctx[3]) == 0);
+      // The four messages and the write with data; the plain write and the atomic make none.
+      for (int i = 0; i < 5; ++i) {
+        const fi_cq_tagged_entry e = n.expect();
+        if (e.flags & FI_REMOTE_WRITE) {
+          GROUP_CHECK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x33);
+        } else {
+          GROUP_CHECK(e.op_context >= &ctx[0] && e.op_context <= &ctx[3] && e.len == 16);
+          const int k = static_cast<int>(static_cast<int*>(e.op_context) - ctx);
+          GROUP_CHECK(has_pattern(got[k], 16, 40));
+          if (k == 1) GROUP_CHECK(e.data == 0x11);
+          if (k == 3) GROUP_CHECK(e.data == 0x22);
+        }
+      }
+      m.barrier();
+      GROUP_CHECK(has_pattern(n.at(0), 64, 40) && has_pattern(n.at(64), 64, 40));
+      uint64_t sum = 0;
+      memcpy(&sum, n.at(128), 8);
+      GROUP_CHECK(sum == 5);
+    }
+  });
+}
+
 // FI_ORDER_WAW: writes to the same bytes, posted back to back, land in posting order.
 TEST_P(Rma, WritesToTheSameBytesLandInPostingOrder) {
   pair([](Member& m, Node& n, Peers& p) {
@@ -315,10 +482,154 @@ TEST_P(Rma, WritesToTheSameBytesLandInPostingOrder) {
   });
 }
 
+// FI_ORDER_WAW across the two write paths and atomics: an atomic and a one-packet write posted
+// after a write of many packets (an RDMA write where the device has one) land after it, and a
+// write of many packets after them lands after them.
+TEST_P(Rma, WritesAndAtomicsLandInPostingOrderAcrossPaths) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    GROUP_CHECK(n.info()->tx_attr->msg_order & FI_ORDER_WAW);
+    constexpr size_t kLen = 40000;
+    if (m.rank() == 1) {
+      void* d = n.desc();
+      for (uint32_t round = 0; round < 4; ++round) {
+        fill(n.at(0), kLen, 60 + round);
+        fill(n.at(65536), kLen, 70 + round);
+        uint64_t v = 0x5151 + round, add = 7;
+        memcpy(n.at(131072), &v, 8);
+        auto post = [&](auto fn) { GROUP_CHECK(post_retrying(n, fn) == 0); };
+        post([&] { return fi_write(n.ep(), n.at(0), kLen, d, p.addr[0], t.addr, t.key, nullptr); });
+        post([&] {
+          return fi_atomic(n.ep(), &add, 1, nullptr, p.addr[0], t.addr, t.key, FI_UINT64, FI_SUM,
+                           nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(131072), 8, d, p.addr[0], t.addr + 8, t.key, nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(65536 + 16), kLen - 16, d, p.addr[0], t.addr + 16, t.key,
+                          nullptr);
+        });
+        for (int i = 0; i < 4; ++i) GROUP_CHECK(n.expect().flags & FI_WRITE);
+        m.barrier();
+        m.barrier();  // the target checked
+      }
+    } else {
+      for (uint32_t round = 0; round < 4; ++round) {
+        m.barrier();
+        uint8_t want[kLen];
+        fill(want, kLen, 60 + round);
+        uint64_t first = 0;
+        memcpy(&first, want, 8);
+        first += 7;
+        memcpy(want, &first, 8);
+        const uint64_t v = 0x5151 + round;
+        memcpy(want + 8, &v, 8);
+        uint8_t tail[kLen];
+        fill(tail, kLen, 70 + round);
+        memcpy(want + 16, tail + 16, kLen - 16);
+        GROUP_CHECK(memcmp(n.at(0), want, kLen) == 0);
+        m.barrier();
+      }
+    }
+  });
+}
+
+// The WQEs the emulated device of a closed node took, from its statistics file
+// (FI_EFA_EMU_STATS=<prefix>: written when the device closes), or -1.
+long device_wqes(const std::string& prefix) {
+  glob_t g{};
+  long wqes = -1;
+  if (glob((prefix + ".*.stats").c_str(), 0, nullptr, &g) == 0 && g.gl_pathc == 1) {
+    FILE* f = fopen(g.gl_pathv[0], "r");
+    char line[256];
+    while (f && fgets(line, sizeof(line), f))
+      if (sscanf(line, "wqes: %ld", &wqes) == 1) break;
+    if (f) fclose(f);
+  }
+  globfree(&g);
+  return wqes;
+}
+
+// fi_write of many packets goes by the device's RDMA write where the profile has one (gen3,
+// gen4: a WQE per rdma chunk, none per MTU), and by packets elsewhere; remote CQ data and the
+// remote counter reach the target either way.
+TEST_P(Rma, LargeWritesGoByRdmaWriteWhereTheDeviceHasIt) {
+  const char* profile = GetParam().profile;
+  use_wire(GetParam().wire, "RdmaWrite");
+  if (profile) setenv("FI_EFA_EMU_PROFILE", profile, 1);
+  else unsetenv("FI_EFA_EMU_PROFILE");
+  const bool rdma_write = !profile || strcmp(profile, "gen3") == 0 || strcmp(profile, "gen4") == 0;
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/rdmaw-" + setup_name({GetParam(), 0}) +
+                             "-" + std::to_string(getpid());
+  const std::vector<int> st = run_group(2, 120, [&](Member& m) {
+    const std::string mine = prefix + "-" + std::to_string(m.rank());
+    setenv("FI_EFA_EMU_STATS", mine.c_str(), 1);
+    size_t mtu = 0;
+    {
+      Node n(kBuf, rma_hints(), true);
+      Peers p = connect(m, n);
+      m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
+      mtu = n.info()->tx_attr->inject_size + 64;
+      const Remote& t = p.remote[0];
+      if (m.rank() == 1) {
+        fill(n.at(0), kBig, 50);
+        int ctx[2];
+        GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, n.desc(), p.addr[0], t.addr, t.key,
+                             &ctx[0]) == 0);
+        GROUP_CHECK(n.expect().op_context == &ctx[0]);
+        iovec v[2] = {{n.at(kBig), 3000}, {n.at(kBig + 3000), 2 * mtu}};
+        void* d[2] = {n.desc(), n.desc()};
+        fill(n.at(kBig), 3000 + 2 * mtu, 51);
+        fi_rma_iov rv{t.addr + (4u << 20), 3000 + 2 * mtu, t.key};
+        fi_msg_rma msg{};
+        msg.msg_iov = v;
+        msg.desc = d;
+        msg.iov_count = 2;
+        msg.addr = p.addr[0];
+        msg.rma_iov = &rv;
+        msg.rma_iov_count = 1;
+        msg.context = &ctx[1];
+        msg.data = 0xd00d;
+        GROUP_CHECK(fi_writemsg(n.ep(), &msg, FI_REMOTE_CQ_DATA) == 0);
+        GROUP_CHECK(n.expect().op_context == &ctx[1]);
+        wait_cntr(n, n.counters().write, 2);
+        m.barrier();
+      } else {
+        const fi_cq_tagged_entry e = n.expect();
+        GROUP_CHECK((e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)) ==
+                    (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA));
+        GROUP_CHECK(e.data == 0xd00d && e.len == 3000 + 2 * mtu);
+        wait_cntr(n, n.counters().remote_write, 2);
+        m.barrier();
+        GROUP_CHECK(has_pattern(n.at(0), kBig, 50));
+        GROUP_CHECK(has_pattern(n.at(4u << 20), 3000 + 2 * mtu, 51));
+      }
+      m.barrier();
+      m.set_idle(nullptr);
+    }
+    unsetenv("FI_EFA_EMU_STATS");
+    if (m.rank() != 1) return;
+    // The packet path takes a WQE per MTU of payload; RDMA write one per chunk and two notes.
+    const long wqes = device_wqes(mine);
+    const long per_mtu = static_cast<long>(kBig / mtu);
+    fprintf(stderr, "initiator's device took %ld WQEs (%ld MTUs of data)\n", wqes, per_mtu);
+    GROUP_CHECK(wqes > 0);
+    GROUP_CHECK(rdma_write ? wqes < per_mtu / 8 : wqes >= per_mtu);
+  });
+  unsetenv("FI_EFA_EMU_PROFILE");
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0], 0) << "target";
+  EXPECT_EQ(st[1], 0) << "initiator";
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, Rma,
                          ::testing::Values(Setup{Wire::kShm, nullptr}, Setup{Wire::kUdp, nullptr},
                                            Setup{Wire::kShmFaults, nullptr},
                                            Setup{Wire::kShm, "gen1"},
+                                           Setup{Wire::kShm, "gen2"},
+                                           Setup{Wire::kShm, "gen3"},
                                            Setup{Wire::kShmFaults, "gen1"}),
                          setup_name);
 

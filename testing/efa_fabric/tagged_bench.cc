@@ -6,7 +6,8 @@
 //   tagged_bench PROVIDER [FABRIC]
 //
 // The process forks into two ranks that exchange addresses over a socketpair and prints one line:
-//   RESULT provider P lat64_us X bw1m_MBps Y sum8_rtt_us Z
+//   RESULT provider P lat64_us X bw1m_MBps Y sum8_rtt_us Z wbw1m_MBps W
+// (W: 1 MiB fi_write bandwidth)
 // (a figure the provider cannot give is printed as -1, with the reason on stderr). The driver,
 // tagged_bench.sh, runs it per provider and prints the ratios.
 #include <rdma/fabric.h>
@@ -15,6 +16,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -79,6 +81,7 @@ struct Rank {
   std::vector<uint8_t> buf = std::vector<uint8_t>(kWindow * kBig + 4096);
   fi_addr_t peer = FI_ADDR_UNSPEC;
   bool atomics = false;
+  bool rma = false;
   uint64_t remote_addr = 0, remote_key = 0;
 
   int reaped = 0;  // completions read while a post waited for room
@@ -114,9 +117,9 @@ struct Rank {
     if (rc_ < 0) die(#call, rc_);                       \
   } while (0)
 
-fi_info* hints_for(const char* prov, const char* fabric, bool atomic) {
+fi_info* hints_for(const char* prov, const char* fabric, uint64_t caps) {
   fi_info* h = fi_allocinfo();
-  h->caps = FI_TAGGED | (atomic ? FI_ATOMIC : 0);
+  h->caps = FI_TAGGED | caps;
   h->ep_attr->type = FI_EP_RDM;
   h->mode = FI_CONTEXT;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -127,16 +130,20 @@ fi_info* hints_for(const char* prov, const char* fabric, bool atomic) {
 }
 
 void open_rank(Rank* r, const char* prov, const char* fabric) {
-  fi_info* h = hints_for(prov, fabric, true);
-  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r->info);
-  fi_freeinfo(h);
-  r->atomics = rc == 0;
-  if (rc) {
-    h = hints_for(prov, fabric, false);
+  // What the provider offers of atomics and RMA beside tagged messages, most first.
+  const uint64_t tries[] = {FI_ATOMIC | FI_RMA, FI_ATOMIC, FI_RMA, 0};
+  int rc = -FI_ENODATA;
+  for (uint64_t caps : tries) {
+    fi_info* h = hints_for(prov, fabric, caps);
     rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r->info);
     fi_freeinfo(h);
-    if (rc) die("fi_getinfo", rc);
+    if (rc == 0) {
+      r->atomics = caps & FI_ATOMIC;
+      r->rma = caps & FI_RMA;
+      break;
+    }
   }
+  if (rc) die("fi_getinfo", rc);
   CHECK(fi_fabric(r->info->fabric_attr, &r->fabric, nullptr));
   CHECK(fi_domain(r->fabric, r->info, &r->domain, nullptr));
   fi_av_attr aa{};
@@ -229,6 +236,31 @@ double bandwidth(Rank* r, bool client, int rounds) {
   return static_cast<double>(rounds) * kWindow * kBig / seconds(t0, Clock::now()) / 1e6;
 }
 
+// 1 MiB fi_write, kWindow in flight, each round waited for: MB/s. The target reads its CQ (its
+// progress may have to apply the writes) until the initiator's tagged "done".
+double write_bandwidth(Rank* r, bool client, int rounds, int fd) {
+  fi_context ctx[kWindow];
+  double mbps = -1;
+  if (client) {
+    Clock::time_point t0 = Clock::now();
+    for (int round = 0; round < rounds + 1; ++round) {
+      if (round == 1) t0 = Clock::now();
+      for (int w = 0; w < kWindow; ++w)
+        POST(r, fi_write(r->ep, r->buf.data() + w * kBig, kBig, r->desc(), r->peer,
+                         r->remote_addr + w * kBig, r->remote_key, &ctx[w]));
+      r->wait(kWindow);
+    }
+    mbps = static_cast<double>(rounds) * kWindow * kBig / seconds(t0, Clock::now()) / 1e6;
+    POST(r, fi_tinject(r->ep, r->buf.data(), 8, r->peer, 10));
+  } else {
+    POST(r, fi_trecv(r->ep, r->buf.data() + kWindow * kBig, 8, r->desc(), r->peer, 10, 0,
+                     &ctx[0]));
+    r->wait(1);
+  }
+  sync(fd);
+  return mbps;
+}
+
 // 8-byte FI_SUM with the prior value fetched, one at a time: round trip in microseconds. The
 // target keeps reading its CQ (its progress executes them) until the initiator says done.
 double sum_rtt(Rank* r, bool client, int iters, int fd) {
@@ -274,9 +306,15 @@ void run(const char* prov, const char* fabric, bool client, int fd) {
   } else if (client) {
     fprintf(stderr, "tagged_bench: %s offers no FI_ATOMIC with FI_TAGGED\n", prov);
   }
+  double wbw = -1;
+  if (r.rma) {
+    wbw = write_bandwidth(&r, client, 20, fd);
+  } else if (client) {
+    fprintf(stderr, "tagged_bench: %s offers no FI_RMA with FI_TAGGED\n", prov);
+  }
   if (client)
-    printf("RESULT provider %s lat64_us %.3f bw1m_MBps %.1f sum8_rtt_us %.3f\n", prov, lat, bw,
-           sum);
+    printf("RESULT provider %s lat64_us %.3f bw1m_MBps %.1f sum8_rtt_us %.3f wbw1m_MBps %.1f\n",
+           prov, lat, bw, sum, wbw);
   fflush(stdout);
   sync(fd);
   close_rank(&r);

@@ -1,9 +1,10 @@
 // An XPU endpoint of the protocol fabric "efa" made and exported through the public API
 // (fi_endpoint2(FI_XPU), fi_ep_export_xpu) against a host endpoint of the same domain: kernels
-// on the host XPU at every scope send and receive tagged messages (eager and rendezvous) and run
-// atomics on the host peer's memory, their completions read with fi_xpu_cq_read and counted by
-// the XPU counters, while a host thread reads the host endpoint's CQ. The context query
-// advertises the calls.
+// on the host XPU at every scope send and receive tagged and untagged messages (eager and
+// rendezvous), write, read and run atomics on the host peer's memory, their completions read with
+// fi_xpu_cq_read and counted by the XPU counters, while a host thread reads the host endpoint's
+// CQ; a peer inserted after the export is reachable at once. The context query advertises the
+// calls.
 #include <rdma/fi_cm.h>
 #include <rdma/fi_xpu_device.h>
 
@@ -51,7 +52,7 @@ class ProtoExport : public ::testing::Test {
   void SetUp() override {
     setenv("FI_EFA_BACKEND", "emu", 1);
     fi_info* h = fi_allocinfo();
-    h->caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_XPU;
+    h->caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_XPU;
     h->ep_attr->type = FI_EP_RDM;
     h->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_XPU_DESC;
@@ -335,6 +336,251 @@ TEST_F(ProtoExport, TaggedMessagesBothWaysAtEveryScope) {
   EXPECT_EQ(fi_xpu_cntr_read(&dxtx_, FI_XPU_WORK_ITEM), sent);
   EXPECT_EQ(fi_xpu_cntr_read(&dxrx_, FI_XPU_WORK_ITEM), received);
   EXPECT_EQ(host_errors_.load(), 0);
+}
+
+// fi_xpu_write and fi_xpu_read from every work-item of every scope on the host peer's memory
+// (every fourth far above the MTU: RDMA write where the device has it), through the core, their
+// completions read from the XPU CQ and counted; a write with remote CQ data reports it on the
+// host peer's CQ.
+TEST_F(ProtoExport, WritesAndReadsFromEveryScopeOnTheHostPeer) {
+  const size_t mtu = 8928;
+  uint64_t done_ops = 0;
+  for (int scope : kAllScopes) {
+    SCOPED_TRACE(scope_name(scope));
+    const runtime::LaunchConfig cfg = one_group(scope);
+    const uint32_t n = cfg.grid * cfg.workgroup_size;
+    auto len_of = [&](uint32_t g) -> size_t { return g % 4 == 0 ? 3 * mtu + 17 * g : 16 + 5 * g; };
+    const size_t slot = 3 * mtu + 17 * n;
+    Mr& src = reg(slot * n);
+    Mr& back = reg(slot * n);
+    Mr& target = reg(slot * n);
+    const uint64_t key = fi_mr_key(target.mr);
+    for (uint32_t g = 0; g < n; ++g) fill(src.data() + g * slot, len_of(g), g + 20 * scope);
+    std::atomic<int> bad{0};
+    ASSERT_EQ(launch(cfg,
+                     [&](const WorkItem& it) {
+                       const uint32_t g = it.global_id;
+                       if (fi_xpu_write(&dxep_, src.data() + g * slot, len_of(g), &src.desc, 0,
+                                        &peer_h_, target.addr() + g * slot, key, ctx_of(g), 0,
+                                        scope) != 0)
+                         bad++;
+                     }),
+              0);
+    ASSERT_EQ(bad.load(), 0);
+    int err = 0;
+    std::vector<fi_cq_tagged_entry> w = device_take(scope, n, &err);
+    ASSERT_EQ(err, 0);
+    ASSERT_EQ(w.size(), n);
+    for (const auto& e : w) {
+      EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+      EXPECT_LT(ctx_index(e.op_context), n);
+    }
+    for (uint32_t g = 0; g < n; ++g)
+      EXPECT_TRUE(has_pattern(target.data() + g * slot, len_of(g), g + 20 * scope)) << g;
+    ASSERT_EQ(launch(cfg,
+                     [&](const WorkItem& it) {
+                       const uint32_t g = it.global_id;
+                       if (fi_xpu_read(&dxep_, back.data() + g * slot, len_of(g), &back.desc,
+                                       &peer_h_, target.addr() + g * slot, key, ctx_of(100 + g), 0,
+                                       scope) != 0)
+                         bad++;
+                     }),
+              0);
+    ASSERT_EQ(bad.load(), 0);
+    std::vector<fi_cq_tagged_entry> r = device_take(scope, n, &err);
+    ASSERT_EQ(err, 0);
+    ASSERT_EQ(r.size(), n);
+    for (const auto& e : r) EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+    for (uint32_t g = 0; g < n; ++g)
+      EXPECT_TRUE(has_pattern(back.data() + g * slot, len_of(g), g + 20 * scope)) << g;
+    done_ops += 2 * n;
+  }
+  // Remote CQ data, and bad input refused before anything is sent.
+  Mr& one = reg(4 * mtu);
+  fill(one.data(), 2 * mtu, 99);
+  Mr& target = reg(4 * mtu);
+  const uint64_t key = fi_mr_key(target.mr);
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     EXPECT_EQ(fi_xpu_write(&dxep_, one.data(), 2 * mtu, &one.desc, 0xda7a,
+                                            &peer_h_, target.addr(), key, ctx_of(7),
+                                            FI_REMOTE_CQ_DATA, FI_XPU_WORK_ITEM),
+                               0);
+                     EXPECT_EQ(fi_xpu_read(&dxep_, one.data(), 8, &one.desc, &peer_h_,
+                                           target.addr(), key, nullptr, FI_REMOTE_CQ_DATA,
+                                           FI_XPU_WORK_ITEM),
+                               -FI_EINVAL);
+                     EXPECT_EQ(fi_xpu_write(&dxep_, one.data(), 8, &one.desc, 0, &peer_h_,
+                                            target.addr(), key << 32, nullptr, 0,
+                                            FI_XPU_WORK_ITEM),
+                               -FI_EINVAL);
+                     EXPECT_EQ(fi_xpu_write(&dxep_, one.data(), 8, nullptr, 0, &peer_h_,
+                                            target.addr(), key, nullptr, 0, FI_XPU_WORK_ITEM),
+                               -FI_EINVAL);
+                   }),
+            0);
+  int err = 0;
+  std::vector<fi_cq_tagged_entry> w = device_take(FI_XPU_WORK_ITEM, 1, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].op_context, ctx_of(7));
+  std::vector<fi_cq_tagged_entry> remote = host_take(1);
+  ASSERT_EQ(remote.size(), 1u);
+  EXPECT_EQ(remote[0].flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA),
+            FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(remote[0].data, 0xda7au);
+  EXPECT_EQ(remote[0].len, 2 * mtu);
+  EXPECT_TRUE(has_pattern(target.data(), 2 * mtu, 99));
+  EXPECT_EQ(fi_xpu_cntr_read(&dxtx_, FI_XPU_WORK_ITEM), done_ops + 1);
+  EXPECT_EQ(host_errors_.load(), 0);
+}
+
+// Untagged fi_xpu_send / fi_xpu_recv on the protocol fabric go through the core as well, eager
+// and rendezvous, both ways.
+TEST_F(ProtoExport, UntaggedMessagesBothWays) {
+  const size_t lens[2] = {100, 5 * 8928 + 3};
+  Mr& dbuf = reg(2 * 65536);
+  Mr& hbuf = reg(2 * 65536);
+  for (int k = 0; k < 2; ++k) {
+    fill(dbuf.data() + k * 65536, lens[k], 30 + k);
+    ASSERT_EQ(retry([&] {
+                return fi_recv(hep_, hbuf.data() + k * 65536, 65536, fi_mr_desc(hbuf.mr),
+                               FI_ADDR_UNSPEC, ctx_of(k));
+              }),
+              0);
+  }
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (int k = 0; k < 2; ++k)
+                       EXPECT_EQ(fi_xpu_send(&dxep_, dbuf.data() + k * 65536, lens[k], &dbuf.desc,
+                                             0, &peer_h_, ctx_of(10 + k), 0, FI_XPU_WORK_ITEM),
+                                 0);
+                   }),
+            0);
+  int err = 0;
+  std::vector<fi_cq_tagged_entry> tx = device_take(FI_XPU_WORK_ITEM, 2, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_EQ(tx.size(), 2u);
+  for (const auto& e : tx) EXPECT_EQ(e.flags, FI_MSG | FI_SEND);
+  std::vector<fi_cq_tagged_entry> rx = host_take(2);
+  ASSERT_EQ(rx.size(), 2u);
+  for (const auto& e : rx) {
+    const uint32_t k = ctx_index(e.op_context);
+    ASSERT_LT(k, 2u);
+    EXPECT_EQ(e.flags, FI_MSG | FI_RECV);
+    EXPECT_EQ(e.len, lens[k]);
+    EXPECT_TRUE(has_pattern(hbuf.data() + k * 65536, lens[k], 30 + k));
+  }
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (int k = 0; k < 2; ++k)
+                       EXPECT_EQ(fi_xpu_recv(&dxep_, dbuf.data() + k * 65536, 65536, &dbuf.desc,
+                                             nullptr, ctx_of(20 + k), 0, FI_XPU_WORK_ITEM),
+                                 0);
+                   }),
+            0);
+  for (int k = 0; k < 2; ++k) {
+    fill(hbuf.data() + k * 65536, lens[k], 40 + k);
+    ASSERT_EQ(retry([&] {
+                return fi_send(hep_, hbuf.data() + k * 65536, lens[k], fi_mr_desc(hbuf.mr),
+                               x_addr_, ctx_of(30 + k));
+              }),
+              0);
+  }
+  std::vector<fi_cq_tagged_entry> drx = device_take(FI_XPU_WORK_ITEM, 2, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_EQ(drx.size(), 2u);
+  for (const auto& e : drx) {
+    const uint32_t k = ctx_index(e.op_context) - 20;
+    ASSERT_LT(k, 2u);
+    EXPECT_EQ(e.flags, FI_MSG | FI_RECV);
+    EXPECT_EQ(e.len, lens[k]);
+    EXPECT_TRUE(has_pattern(dbuf.data() + k * 65536, lens[k], 40 + k));
+  }
+  EXPECT_EQ(host_take(2).size(), 2u);
+}
+
+// A peer inserted into the AV after the export is reachable from device code at once: a kernel
+// sends to a host endpoint that did not exist at export time and receives from it, the source
+// resolved to its new AV index, with no second fi_ep_export_xpu.
+TEST_F(ProtoExport, APeerInsertedAfterTheExportIsReachableWithoutAnotherExport) {
+  fid_cq* cq2 = nullptr;
+  fid_ep* ep2 = nullptr;
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq2, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain_, info_, &ep2, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep2, &av_->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(ep2), 0);
+  fi_addr_t a2 = FI_ADDR_NOTAVAIL;
+  insert(&ep2->fid, &a2);
+  efa_xpu_peer peer2{};
+  size_t len = sizeof(peer2);
+  ASSERT_EQ(fi_av_lookup2(av_, a2, &peer2, &len, FI_XPU, ctx_), 0);
+  Mr& dbuf = reg(4096);
+  Mr& hbuf = reg(4096);
+  fill(dbuf.data(), 100, 7);
+  auto read_cq2 = [&](fi_cq_tagged_entry* e) {
+    for (long spins = 0; spins < 200000000; ++spins) {
+      const ssize_t k = fi_cq_read(cq2, e, 1);
+      if (k == 1) return true;
+      if (k != -FI_EAGAIN) return false;
+    }
+    return false;
+  };
+  ASSERT_EQ(fi_trecv(ep2, hbuf.data(), 4096, fi_mr_desc(hbuf.mr), FI_ADDR_UNSPEC, 0x42, 0,
+                     ctx_of(1)),
+            0);
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     EXPECT_EQ(fi_xpu_tsend(&dxep_, dbuf.data(), 100, &dbuf.desc, 0, &peer2, 0x42,
+                                            ctx_of(2), 0, FI_XPU_WORK_ITEM),
+                               0);
+                   }),
+            0);
+  int err = 0;
+  std::vector<fi_cq_tagged_entry> tx = device_take(FI_XPU_WORK_ITEM, 1, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].op_context, ctx_of(2));
+  fi_cq_tagged_entry e{};
+  ASSERT_TRUE(read_cq2(&e));
+  EXPECT_EQ(e.op_context, ctx_of(1));
+  EXPECT_EQ(e.len, 100u);
+  EXPECT_TRUE(has_pattern(hbuf.data(), 100, 7));
+  // Back: the new peer sends, the kernel's receive names it as the source.
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     EXPECT_EQ(fi_xpu_trecv(&dxep_, dbuf.data() + 2048, 2048, &dbuf.desc, nullptr,
+                                            0x43, 0, ctx_of(3), 0, FI_XPU_WORK_ITEM),
+                               0);
+                   }),
+            0);
+  fill(hbuf.data() + 2048, 64, 8);
+  ASSERT_EQ(fi_tsend(ep2, hbuf.data() + 2048, 64, fi_mr_desc(hbuf.mr), x_addr_, 0x43, ctx_of(4)),
+            0);
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  fi_cq_tagged_entry de{};
+  std::atomic<int64_t> got{0};
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (long spins = 0; spins < 20000000; ++spins) {
+                       const int64_t k = fi_xpu_cq_readfrom(&dxcq_, &de, 1, &src, FI_XPU_WORK_ITEM);
+                       if (k == -FI_EAGAIN) continue;
+                       got = k;
+                       break;
+                     }
+                   }),
+            0);
+  ASSERT_EQ(got.load(), 1);
+  EXPECT_EQ(de.op_context, ctx_of(3));
+  EXPECT_EQ(src, a2);
+  EXPECT_TRUE(has_pattern(dbuf.data() + 2048, 64, 8));
+  ASSERT_TRUE(read_cq2(&e));
+  EXPECT_EQ(e.op_context, ctx_of(4));
+  EXPECT_EQ(fi_close(&ep2->fid), 0);
+  EXPECT_EQ(fi_close(&cq2->fid), 0);
 }
 
 // Fetching adds from every work-item of every scope on one host word, a compare-and-swap race
