@@ -32,6 +32,11 @@ TEST(AbiXpu, Constants) {
   EXPECT_EQ(FI_XPU_CAP_EP, 1ULL << 0);
   EXPECT_EQ(FI_XPU_CAP_CQ, 1ULL << 1);
   EXPECT_EQ(FI_XPU_CAP_CNTR, 1ULL << 2);
+  // The extension bits stay clear of the bit upstream's later FI_XPU_CAP_WR takes (1ULL << 3) and of
+  // the bits next to it.
+  EXPECT_EQ(FI_XPU_CAP_TAGGED & 0xffffffffULL, 0u);
+  EXPECT_EQ(FI_XPU_CAP_ATOMIC & 0xffffffffULL, 0u);
+  EXPECT_NE(FI_XPU_CAP_TAGGED, FI_XPU_CAP_ATOMIC);
   EXPECT_EQ(FI_XPU_PROV_EFA, 1);
   EXPECT_EQ(FI_ENOMR, 270);
 }

@@ -47,9 +47,11 @@ enum {
 #define FI_XPU_CAP_CNTR (1ULL << 2)
 /* Device calls an exported EP takes beyond fi_xpu_send/recv/read/write:
  * fi_xpu_tsend / fi_xpu_trecv, and fi_xpu_atomic / fi_xpu_fetch_atomic /
- * fi_xpu_compare_atomic. */
-#define FI_XPU_CAP_TAGGED (1ULL << 3)
-#define FI_XPU_CAP_ATOMIC (1ULL << 4)
+ * fi_xpu_compare_atomic.  These are extensions: they sit in the high bits
+ * so that the low ones stay free for upstream's own capabilities (later
+ * libfabric releases give 1ULL << 3 to FI_XPU_CAP_WR). */
+#define FI_XPU_CAP_TAGGED (1ULL << 48)
+#define FI_XPU_CAP_ATOMIC (1ULL << 49)
 
 /* fid_xpu.prov_id values; dense from 1 so a switch becomes a jump table. */
 enum fi_xpu_provider {
