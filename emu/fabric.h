@@ -203,6 +203,21 @@ class Fabric {
     (void)since_ns;
     return false;
   }
+  // send(), and where the packet lies on the way to `dst`: a mark that unserved() takes. 0 (the
+  // default, and for a packet handed over at once) means it is no longer on the wire.
+  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+    *mark = 0;
+    return send(dst, std::move(pkt));
+  }
+  // True when the packet that send_marked() gave `mark` has provably not been served yet: it
+  // still waits unread on the way to the live `dst`, or no engine pass of dst begun after
+  // `sent_ns` (steady clock) has finished. Its sender then has no reason to think it lost.
+  virtual bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
+    (void)dst;
+    (void)mark;
+    (void)sent_ns;
+    return false;
+  }
   // True when packets for the local `gid` wait on the wire unread (a mailbox not yet drained):
   // an answer a device is about to give up on may be among them.
   virtual bool rx_pending(const Gid& gid) {

@@ -476,21 +476,45 @@ int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
 }
 
 int ShmFabric::send(const Gid& dst, Packet&& pkt) {
+  uint64_t mark;
+  return send_marked(dst, std::move(pkt), &mark);
+}
+
+int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+  *mark = 0;
   if (send_local(dst, &pkt) == 1) return 0;
   bool closed = false;
-  int rc = send_remote(dst, &pkt, &closed);
+  int rc = send_remote(dst, &pkt, &closed, mark);
   if (closed) {
     // The owner detached; a device that came back under this GID has a new mailbox.
     st_[kReopened].fetch_add(1, std::memory_order_relaxed);
-    rc = send_remote(dst, &pkt, &closed);
+    rc = send_remote(dst, &pkt, &closed, mark);
     if (closed) rc = -EHOSTUNREACH;
   }
+  if (rc != 0) *mark = 0;
   return rc;
 }
 
-int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
+bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
+  if (mark == 0) return false;
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
+  const Peer& p = *it->second;
+  Mailbox* mb = p.mb;
+  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
+  // A mark from a mailbox since replaced lies beyond what was written to this one.
+  if (p.sent_end.load(std::memory_order_relaxed) < mark) return false;
+  // Taken in only once the consumer released the bytes up to the mark; served only once a pass
+  // begun after the send finished (what that pass read, it also executed and answered).
+  return mb->head.load(std::memory_order_acquire) < mark ||
+         mb->polled_ns.load(std::memory_order_relaxed) < sent_ns;
+}
+
+int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed, uint64_t* end_p) {
   Packet& pkt = *pktp;
   *closed = false;
+  *end_p = 0;
   std::shared_ptr<Peer> peer;
   int rc = open_peer(dst, &peer);
   if (rc != 0) return rc;
@@ -578,6 +602,7 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
     }
     peer->written_ns.store(now_ns(), std::memory_order_relaxed);
+    *end_p = t + rs;
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {

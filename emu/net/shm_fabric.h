@@ -77,6 +77,9 @@ class ShmFabric : public Fabric {
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
+  // The mark is the mailbox position just past the packet's last fragment.
+  int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) override;
+  bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) override;
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
   bool copies_on_send() const override { return true; }
@@ -103,7 +106,8 @@ class ShmFabric : public Fabric {
   int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
-  int send_remote(const Gid& dst, Packet* pkt, bool* closed);
+  // *end: the ring position just past the packet's last fragment.
+  int send_remote(const Gid& dst, Packet* pkt, bool* closed, uint64_t* end);
   bool peer_alive(Peer* p, bool force);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
