@@ -131,7 +131,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     stats_.v[s].store(stats_.v[s].load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 
-  int step_locked(int budget);
+  // `now`: the steady clock the caller just read (0: read it here).
+  int step_locked(int budget, uint64_t now = 0);
   // Trace points cost one test of trace_ when tracing is off.
   void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
           uint64_t arg) {

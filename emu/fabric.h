@@ -187,6 +187,14 @@ class Fabric {
     (void)budget;
     return 0;
   }
+  // poll_rx() for a caller that processes what arrived itself: the packets are appended to
+  // `out` instead of handed to the sink one by one. `now_ns` is the caller's steady clock for
+  // this pass (0: the fabric reads it). Returns how many. The default hands them to the sink.
+  virtual int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) {
+    (void)now_ns;
+    (void)out;
+    return poll_rx(gid, budget);
+  }
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }

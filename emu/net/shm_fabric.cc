@@ -73,6 +73,22 @@ std::string hex(const Gid& g) {
   return s;
 }
 
+uint64_t gid_bit(const Gid& g) {
+  uint64_t a, b;
+  std::memcpy(&a, g.data(), 8);
+  std::memcpy(&b, g.data() + 8, 8);
+  return uint64_t{1} << (((a ^ b) * 0x9e3779b97f4a7c15ull) >> 58);
+}
+
+bool same_gid(const Gid& x, const Gid& y) {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, x.data(), 8);
+  std::memcpy(&b0, y.data(), 8);
+  std::memcpy(&a1, x.data() + 8, 8);
+  std::memcpy(&b1, y.data() + 8, 8);
+  return a0 == b0 && a1 == b1;
+}
+
 bool owner_only(const struct stat& st, mode_t type) {
   return (st.st_mode & S_IFMT) == type && st.st_uid == getuid() && (st.st_mode & 077) == 0;
 }
@@ -110,7 +126,7 @@ struct ShmFabric::Local {
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
   std::atomic<uint64_t> last_poll_ns{0};
-  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (locals_mu_)
+  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
 };
 
@@ -254,10 +270,11 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   Local* lp = l.get();
   lp->thread = std::thread([this, lp] { receive_loop(lp); });
   locals_.emplace(gid, std::move(l));
+  local_bits_.fetch_or(gid_bit(gid), std::memory_order_release);
   return 0;
 }
 
-int ShmFabric::drain(Local* lp, int budget) {
+int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
   Mailbox* box = lp->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
   const uint64_t cap = box->capacity;
@@ -295,7 +312,11 @@ int ShmFabric::drain(Local* lp, int budget) {
     if (rc == 1) {
       st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
       st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
-      lp->sink->deliver(std::move(pkt));
+      if (out != nullptr) {
+        out->push_back(std::move(pkt));
+      } else {
+        lp->sink->deliver(std::move(pkt));
+      }
       ++delivered;
     }
     if (h == t) t = box->tail.load(std::memory_order_acquire);
@@ -323,7 +344,7 @@ void ShmFabric::receive_loop(Local* lp) {
     int n = 0;
     bool empty = box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
     if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {
-      n = drain(lp, 1 << 30);
+      n = drain(lp, 1 << 30, nullptr);
       lp->consuming.store(false, std::memory_order_release);
     }
     if (n > 0 || !empty) {
@@ -346,37 +367,49 @@ void ShmFabric::receive_loop(Local* lp) {
   }
 }
 
-int ShmFabric::poll_rx(const Gid& gid, int budget) {
-  Local* lp;
-  {
+int ShmFabric::poll_rx(const Gid& gid, int budget) { return poll_rx_batch(gid, budget, 0, nullptr); }
+
+int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
+  Local* lp = rx_hint_.load(std::memory_order_acquire);
+  if (lp == nullptr || !same_gid(lp->gid, gid)) {
     std::lock_guard<std::mutex> lock(locals_mu_);
     auto it = locals_.find(gid);
     if (it == locals_.end()) return 0;
     lp = it->second.get();
-    const uint64_t now = now_ns();
-    lp->last_poll_ns.store(now, std::memory_order_relaxed);
-    Mailbox* box = lp->mb;
-    // A pass starts: the previous one, and everything it read, is done. Publishing this pass's
-    // own start would vouch for packets it drains and then, preempted, sits on unanswered.
-    if (lp->pass_ns != 0) box->polled_ns.store(lp->pass_ns, std::memory_order_relaxed);
-    lp->pass_ns = now;
-    if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
-    // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
-    if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
+    rx_hint_.store(lp, std::memory_order_release);
   }
-  int n = drain(lp, budget > 0 ? budget : 64);
+  if (now == 0) now = now_ns();
+  lp->last_poll_ns.store(now, std::memory_order_relaxed);
+  // The receive thread is draining, or the local was detached (detach keeps `consuming`, and the
+  // object stays in retired_): nothing to do here.
+  if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
+  Mailbox* box = lp->mb;
+  // A pass starts: the previous one, and everything it read, is done. Publishing this pass's
+  // own start would vouch for packets it drains and then, preempted, sits on unanswered.
+  if (lp->pass_ns != 0) box->polled_ns.store(lp->pass_ns, std::memory_order_relaxed);
+  lp->pass_ns = now;
+  int n = 0;
+  if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire)) {
+    n = drain(lp, budget > 0 ? budget : 64, out);
+  }
   lp->consuming.store(false, std::memory_order_release);
   return n;
 }
 
 void ShmFabric::detach(const Gid& gid) {
-  std::unique_ptr<Local> l;
+  Local* l;
   {
     std::lock_guard<std::mutex> lock(locals_mu_);
     auto it = locals_.find(gid);
     if (it == locals_.end()) return;
-    l = std::move(it->second);
+    l = it->second.get();
+    retired_.push_back(std::move(it->second));
     locals_.erase(it);
+    uint64_t bits = 0;
+    for (const auto& kv : locals_) bits |= gid_bit(kv.first);
+    local_bits_.store(bits, std::memory_order_relaxed);
+    Local* expect = l;
+    rx_hint_.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel);
   }
   l->stop.store(true);
   l->mb->wake_seq.fetch_add(1);
@@ -389,7 +422,10 @@ void ShmFabric::detach(const Gid& gid) {
   l->mb->closed.store(1, std::memory_order_seq_cst);
   unlink(l->path.c_str());
   munmap(l->mb, l->map_len);
+  l->mb = nullptr;
   close(l->fd);
+  l->fd = -1;
+  l->reasm = Reassembler();  // its partial messages' memory; the object itself stays
   std::unique_lock<std::shared_mutex> plock(peers_mu_);
   peers_.erase(gid);
 }
@@ -460,6 +496,7 @@ void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
+  if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) == 0) return 0;
   std::lock_guard<std::mutex> lock(locals_mu_);
   auto it = locals_.find(dst);
   if (it == locals_.end()) return 0;

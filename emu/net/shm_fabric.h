@@ -37,6 +37,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "emu/fabric.h"
 
@@ -82,6 +83,7 @@ class ShmFabric : public Fabric {
   bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) override;
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
+  int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) override;
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
@@ -111,8 +113,9 @@ class ShmFabric : public Fabric {
   bool peer_alive(Peer* p, bool force);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
-  // Consumes the ring of `l` (caller holds l->consuming); returns packets delivered.
-  int drain(Local* l, int budget);
+  // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
+  // returns packets delivered.
+  int drain(Local* l, int budget, std::vector<Packet>* out);
   void receive_loop(Local* l);
 
   ShmFabricOptions opt_;
@@ -123,6 +126,15 @@ class ShmFabric : public Fabric {
   // detach returned.
   std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
+  // Detached locals, kept (their mailboxes unmapped) until the fabric goes, so that a poller
+  // holding a stale rx_hint_ finds a live object whose `consuming` is taken for good.
+  std::vector<std::unique_ptr<Local>> retired_;  // guarded by locals_mu_
+  // The local polled last: a device polling its own mailbox every pass finds it without the
+  // lock and the table.
+  std::atomic<Local*> rx_hint_{nullptr};
+  // One bit per local GID (a hash), set while it is attached: most sends go to other processes,
+  // and a clear bit sends them there without the lock and the table.
+  std::atomic<uint64_t> local_bits_{0};
   std::shared_mutex peers_mu_;
   std::map<Gid, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
   mutable std::atomic<uint64_t> st_[12] = {};
