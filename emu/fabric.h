@@ -217,6 +217,12 @@ class Fabric {
     *mark = 0;
     return send(dst, std::move(pkt));
   }
+  // send_marked() of a copy of `pkt`, which stays the caller's (a request kept for
+  // retransmission): a fabric that only reads the packet need not copy it first.
+  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+    Packet copy = pkt;
+    return send_marked(dst, std::move(copy), mark);
+  }
   // True when the packet that send_marked() gave `mark` has provably not been served yet: it
   // still waits unread on the way to the live `dst`, or no engine pass of dst begun after
   // `sent_ns` (steady clock) has finished. Its sender then has no reason to think it lost.

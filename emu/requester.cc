@@ -218,17 +218,9 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   }
   int rc = 0;
   if (!drop) {
-    // The request is kept for retransmission; a borrowed payload is lent again, not copied.
-    Packet copy;
-    if (op->pkt.payload.borrowed()) {
-      Payload lent = std::move(op->pkt.payload);
-      copy = op->pkt;
-      copy.payload.view(lent.data(), lent.size());
-      op->pkt.payload = std::move(lent);
-    } else {
-      copy = op->pkt;
-    }
-    rc = fabric_->send_marked(op->dst, std::move(copy), &op->tx_mark);
+    // The request is kept for retransmission: the fabric sends a copy (a fabric that reads it in
+    // place makes none; a borrowed payload is lent again, not copied).
+    rc = fabric_->send_copy(op->dst, op->pkt, &op->tx_mark);
     if (rc != 0 && rc != -EHOSTUNREACH) {
       // Not delivered (a mailbox that stayed full, a send that failed): lost like a dropped
       // packet, and retransmitted when its timeout expires.

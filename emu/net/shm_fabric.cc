@@ -460,7 +460,7 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
       mb->capacity + kRingOffset > peer->map_len || (mb->capacity & (mb->capacity - 1)) != 0) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
-  if (!peer_alive(peer.get(), true)) {
+  if (!peer_alive(peer.get(), true, 0)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
@@ -470,9 +470,9 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
   return 0;
 }
 
-bool ShmFabric::peer_alive(Peer* p, bool force) {
+bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   if (p->dead.load(std::memory_order_relaxed)) return false;
-  uint64_t t = now_ns();
+  if (t == 0) t = now_ns();
   if (!force && t - p->checked_ns.load(std::memory_order_relaxed) < uint64_t{opt_.liveness_check_ms} * 1000000) {
     return true;
   }
@@ -520,12 +520,25 @@ int ShmFabric::send(const Gid& dst, Packet&& pkt) {
 int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
   *mark = 0;
   if (send_local(dst, &pkt) == 1) return 0;
+  return send_to_mailbox(dst, pkt, mark);
+}
+
+int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  *mark = 0;
+  if (local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) {
+    Packet copy = pkt;
+    if (send_local(dst, &copy) == 1) return 0;
+  }
+  return send_to_mailbox(dst, pkt, mark);
+}
+
+int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark) {
   bool closed = false;
-  int rc = send_remote(dst, &pkt, &closed, mark);
+  int rc = send_remote(dst, pkt, &closed, mark);
   if (closed) {
     // The owner detached; a device that came back under this GID has a new mailbox.
     st_[kReopened].fetch_add(1, std::memory_order_relaxed);
-    rc = send_remote(dst, &pkt, &closed, mark);
+    rc = send_remote(dst, pkt, &closed, mark);
     if (closed) rc = -EHOSTUNREACH;
   }
   if (rc != 0) *mark = 0;
@@ -548,8 +561,7 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
          mb->polled_ns.load(std::memory_order_relaxed) < sent_ns;
 }
 
-int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed, uint64_t* end_p) {
-  Packet& pkt = *pktp;
+int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
   *end_p = 0;
   std::shared_ptr<Peer> peer;
@@ -562,7 +574,10 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed, uint64_t*
     *closed = true;
     return -EHOSTUNREACH;
   }
-  if (!peer_alive(peer.get(), false)) {
+  // One clock read per packet: the liveness check's and the time of the write (a packet's
+  // fragments are written within microseconds unless the ring is full, which reads it again).
+  uint64_t sent_ns = now_ns();
+  if (!peer_alive(peer.get(), false, sent_ns)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
@@ -597,7 +612,8 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed, uint64_t*
         wait_start = now;
         st_[kFullWaits].fetch_add(1, std::memory_order_relaxed);
       }
-      if (!peer_alive(peer.get(), false)) {
+      sent_ns = now;
+      if (!peer_alive(peer.get(), false, now)) {
         drop_peer(dst, peer);
         return -EHOSTUNREACH;
       }
@@ -638,7 +654,7 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed, uint64_t*
     uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
     while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
     }
-    peer->written_ns.store(now_ns(), std::memory_order_relaxed);
+    peer->written_ns.store(sent_ns, std::memory_order_relaxed);
     *end_p = t + rs;
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).

@@ -80,6 +80,8 @@ class ShmFabric : public Fabric {
   int send(const Gid& dst, Packet&& pkt) override;
   // The mark is the mailbox position just past the packet's last fragment.
   int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) override;
+  // Reads the packet in place unless the destination is attached here.
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
   bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) override;
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
@@ -108,9 +110,12 @@ class ShmFabric : public Fabric {
   int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
+  // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.
+  int send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark);
   // *end: the ring position just past the packet's last fragment.
-  int send_remote(const Gid& dst, Packet* pkt, bool* closed, uint64_t* end);
-  bool peer_alive(Peer* p, bool force);
+  int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
+  // `now_ns`: the steady clock (0: read it here).
+  bool peer_alive(Peer* p, bool force, uint64_t now_ns);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
