@@ -158,7 +158,7 @@ struct Stats {
   // Timeouts that found the peer's engine stalled (a starved process) and kept waiting.
   uint64_t stalled_waits;
   // Timeouts that found answers still queued unread at this device (its own engine behind) and
-  // read them before judging the peer.
+  // read them before judging the peer, or (on a lossless path) before sending the request again.
   uint64_t backlog_waits;
   // Retransmission timeouts that found the request still unread by the peer, or read by no
   // finished engine pass of it (Fabric::unserved), and waited instead of sending it again.
