@@ -111,7 +111,10 @@ struct DeviceOptions {
   // A peer that has not yet taken in what was sent to it, or has not finished an engine pass
   // begun after the last transmission (Fabric::peer_stalled: a process starved of CPU or behind
   // on a backlog), is waited for up to 16 times that long before the operation fails; so is
-  // one whose answer may be queued unread at this device (Fabric::rx_pending).
+  // one whose answer may be queued unread at this device (Fabric::rx_pending). Before that, a
+  // timeout that finds the request itself unread by the peer, or read by no engine pass of it
+  // that has finished (Fabric::unserved: it is not lost, the peer is behind), backs off and
+  // waits instead of sending another copy into the peer's backlog.
   uint32_t response_timeout_us = 200000;
   uint32_t max_retransmits = 3;
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
@@ -155,8 +158,11 @@ struct Stats {
   // Timeouts that found the peer's engine stalled (a starved process) and kept waiting.
   uint64_t stalled_waits;
   // Timeouts that found answers still queued unread at this device (its own engine behind) and
-  // read them before judging the peer.
+  // read them before judging the peer, or (on a lossless path) before sending the request again.
   uint64_t backlog_waits;
+  // Retransmission timeouts that found the request still unread by the peer, or read by no
+  // finished engine pass of it (Fabric::unserved), and waited instead of sending it again.
+  uint64_t unserved_waits;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

@@ -117,13 +117,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 4];
+    std::atomic<uint64_t> v[22 + 6 + 5];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
-    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits
+    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -131,7 +131,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     stats_.v[s].store(stats_.v[s].load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 
-  int step_locked(int budget);
+  // `now`: the steady clock the caller just read (0: read it here).
+  int step_locked(int budget, uint64_t now = 0);
   // Trace points cost one test of trace_ when tracing is off.
   void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
           uint64_t arg) {
@@ -269,7 +270,6 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::set<Gid> responded_peers_;
   std::map<Gid, PeerPath> paths_;  // peers requests went to
   uint64_t tx_seq_ = 0;
-  std::vector<uint64_t> lost_;  // on_answer's scratch
   uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
   uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive
   // This device's incarnation (Packet::src_epoch), different for every device.

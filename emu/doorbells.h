@@ -82,7 +82,10 @@ class DoorbellPage {
         ++h;
       }
     }
-    for (uint32_t n = 0; n < kScanChunk && high_ != 0; ++n) {
+    // Each word at most once per pass: a device with few queues compares its few words, not
+    // the same ones over and over to fill the chunk.
+    const uint32_t chunk = high_ < kScanChunk ? high_ : kScanChunk;
+    for (uint32_t n = 0; n < chunk; ++n) {
       if (cursor_ >= high_) cursor_ = 0;
       check(cursor_++);
     }

@@ -115,25 +115,29 @@ void DeviceImpl::notify_pending() {
 }
 
 int DeviceImpl::progress(int budget) {
-  last_caller_ns_.store(now_ns(), std::memory_order_relaxed);
+  const uint64_t now = now_ns();
+  last_caller_ns_.store(now, std::memory_order_relaxed);
   if (!mu_.try_lock()) return 0;  // someone else is driving right now
-  int n = step_locked(budget);
+  int n = step_locked(budget, now);
   bool notify = !overrun_notify_.empty();
   mu_.unlock();
   if (notify) notify_pending();
   return n;
 }
 
-int DeviceImpl::step_locked(int budget) {
+int DeviceImpl::step_locked(int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
   ++pass_;
-  step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now_ns();
+  step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns();
   bump(kSteps);
   int work = 0;
   // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
-  // while the engine is driven. What arrives lands in the inbox and is processed just below.
-  if (attached_) fabric_->poll_rx(gid_, budget);
-  if (inbox_size_.load(std::memory_order_acquire) != 0 || !held_.empty() || !delayed_pkts_.empty()) {
+  // while the engine is driven, and what it reads comes here in one batch, not through the inbox.
+  if (attached_) {
+    fabric_->poll_rx_batch(gid_, budget, opt_.step_clock_ns != 0 ? 0 : step_now_, &work_pkts_);
+  }
+  if (!work_pkts_.empty() || inbox_size_.load(std::memory_order_acquire) != 0 || !held_.empty() ||
+      !delayed_pkts_.empty()) {
     receive_packets(&work);
   }
   if (!cq_delayed_.empty()) {
@@ -179,10 +183,15 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
 }
 
 void DeviceImpl::receive_packets(int* work) {
-  work_pkts_.clear();
+  // work_pkts_ holds what this pass polled off the wire; the inbox what was delivered meanwhile.
   if (inbox_size_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    work_pkts_.swap(inbox_);
+    if (work_pkts_.empty()) {
+      work_pkts_.swap(inbox_);
+    } else {
+      for (Packet& p : inbox_) work_pkts_.push_back(std::move(p));
+      inbox_.clear();
+    }
     inbox_size_.store(0, std::memory_order_relaxed);
   }
   // SRD does not keep order between messages; neither do we.

@@ -187,6 +187,14 @@ class Fabric {
     (void)budget;
     return 0;
   }
+  // poll_rx() for a caller that processes what arrived itself: the packets are appended to
+  // `out` instead of handed to the sink one by one. `now_ns` is the caller's steady clock for
+  // this pass (0: the fabric reads it). Returns how many. The default hands them to the sink.
+  virtual int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) {
+    (void)now_ns;
+    (void)out;
+    return poll_rx(gid, budget);
+  }
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }
@@ -201,6 +209,27 @@ class Fabric {
   virtual bool peer_stalled(const Gid& dst, uint64_t since_ns) {
     (void)dst;
     (void)since_ns;
+    return false;
+  }
+  // send(), and where the packet lies on the way to `dst`: a mark that unserved() takes. 0 (the
+  // default, and for a packet handed over at once) means it is no longer on the wire.
+  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+    *mark = 0;
+    return send(dst, std::move(pkt));
+  }
+  // send_marked() of a copy of `pkt`, which stays the caller's (a request kept for
+  // retransmission): a fabric that only reads the packet need not copy it first.
+  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+    Packet copy = pkt;
+    return send_marked(dst, std::move(copy), mark);
+  }
+  // True when the packet that send_marked() gave `mark` has provably not been served yet: it
+  // still waits unread on the way to the live `dst`, or no engine pass of dst begun after
+  // `sent_ns` (steady clock) has finished. Its sender then has no reason to think it lost.
+  virtual bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
+    (void)dst;
+    (void)mark;
+    (void)sent_ns;
     return false;
   }
   // True when packets for the local `gid` wait on the wire unread (a mailbox not yet drained):

@@ -158,6 +158,7 @@ struct TxOp {
   uint64_t tx_seq = 0;           // key of the last transmission in path->in_flight
   uint32_t later_answered = 0;   // answers to requests sent after this one's last transmission
   uint32_t unanswered = 0;       // retransmissions since the peer last answered this op
+  uint64_t tx_mark = 0;          // where the last transmission lies on the wire (Fabric::send_marked)
   const uint8_t* write_src = nullptr;  // RDMA WRITE: the source, to resend the bytes over the wire
 };
 

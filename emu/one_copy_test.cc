@@ -77,6 +77,7 @@ class OneCopy : public ::testing::Test {
     return c.base.common.status;
   }
   uint64_t wire_bytes() const { return fa_->stats().bytes_tx + fb_->stats().bytes_tx; }
+  void reads_count_once(int copy_errno);
 
   Node a, b;
   Ah* ah_ = nullptr;
@@ -133,6 +134,47 @@ TEST_F(OneCopy, RefusedReadIsAskedAgainByValue) {
   EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), kLen), 0);
   EXPECT_GE(a.dev->stats().one_copy_refused, 1u);
   EXPECT_LE(a.dev->stats().one_copy_refused, 1 + a.dev->stats().retransmits);
+}
+
+// A read answered by reference, refused by the kernel and asked again by value is one read of
+// the target's memory: its remote-read counter moves once, as it does for a read that copies.
+void OneCopy::reads_count_once(int copy_errno) {
+  open(copy_errno);
+  uint64_t reads = 0;
+  backend::CompCntr* cntr = nullptr;
+  ASSERT_EQ(b.dev->create_comp_cntr({&reads, nullptr}, &cntr), 0);
+  ASSERT_EQ(b.qp->attach_comp_cntr(cntr, backend::kCntrRemoteRdmaRead), 0);
+  fill(b.at(8192), kLen, 19);
+  ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192), EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), kLen), 0);
+  EXPECT_EQ(a.dev->stats().one_copy_refused, copy_errno != 0 ? 1u : 0u);
+  EXPECT_EQ(__atomic_load_n(&reads, __ATOMIC_ACQUIRE), 1u);
+  // The next read on that path goes by value at once (or by reference again), and counts once.
+  ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192), EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(__atomic_load_n(&reads, __ATOMIC_ACQUIRE), 2u);
+  ASSERT_EQ(b.qp->detach_comp_cntr(cntr), 0);
+  ASSERT_EQ(b.dev->destroy_comp_cntr(cntr), 0);
+}
+
+TEST_F(OneCopy, ReadCountsOnceAtTheTarget) { reads_count_once(0); }
+TEST_F(OneCopy, RefusedReadCountsOnceAtTheTarget) { reads_count_once(EPERM); }
+
+// A read whose answers are lost is asked again and again; the target counts it once.
+TEST_F(OneCopy, RetransmittedReadCountsOnceAtTheTarget) {
+  open(0, "seed=3;drop=30%");
+  uint64_t reads = 0;
+  backend::CompCntr* cntr = nullptr;
+  ASSERT_EQ(b.dev->create_comp_cntr({&reads, nullptr}, &cntr), 0);
+  ASSERT_EQ(b.qp->attach_comp_cntr(cntr, backend::kCntrRemoteRdmaRead), 0);
+  for (int i = 0; i < 8; ++i) {
+    fill(b.at(8192), kLen, static_cast<uint8_t>(50 + i));
+    ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192), EFA_IO_COMP_STATUS_OK) << i;
+    EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), kLen), 0) << i;
+  }
+  EXPECT_GT(a.dev->stats().retransmits, 0u);  // the plan did make it ask again
+  EXPECT_EQ(__atomic_load_n(&reads, __ATOMIC_ACQUIRE), 8u);
+  ASSERT_EQ(b.qp->detach_comp_cntr(cntr), 0);
+  ASSERT_EQ(b.dev->destroy_comp_cntr(cntr), 0);
 }
 
 // The write with immediate whose copy was refused takes its receive WQE once: when the copy

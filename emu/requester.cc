@@ -218,17 +218,9 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   }
   int rc = 0;
   if (!drop) {
-    // The request is kept for retransmission; a borrowed payload is lent again, not copied.
-    Packet copy;
-    if (op->pkt.payload.borrowed()) {
-      Payload lent = std::move(op->pkt.payload);
-      copy = op->pkt;
-      copy.payload.view(lent.data(), lent.size());
-      op->pkt.payload = std::move(lent);
-    } else {
-      copy = op->pkt;
-    }
-    rc = fabric_->send(op->dst, std::move(copy));
+    // The request is kept for retransmission: the fabric sends a copy (a fabric that reads it in
+    // place makes none; a borrowed payload is lent again, not copied).
+    rc = fabric_->send_copy(op->dst, op->pkt, &op->tx_mark);
     if (rc != 0 && rc != -EHOSTUNREACH) {
       // Not delivered (a mailbox that stayed full, a send that failed): lost like a dropped
       // packet, and retransmitted when its timeout expires.
@@ -236,6 +228,7 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
       op->qp->qs.dropped_packets++;
     }
   } else {
+    op->tx_mark = 0;
     bump(kDropped);
     op->qp->qs.dropped_packets++;
   }
@@ -273,6 +266,24 @@ void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
       // Unresponsive: silent for the limit, and asked max_retransmits times meanwhile (an
       // engine that did not run for a while has not given the peer its chances).
       if (now - op.silent_since_ns < silence_limit_ns_ || op.unanswered < opt_.max_retransmits) {
+        // A request still unread in the peer's mailbox, or read by no pass that has finished, is
+        // not lost: the peer is behind (many processes on few cores). Another copy would only
+        // lengthen its backlog; wait, backing off, up to the longer limit the stalled get.
+        // Where nothing is lost (a lossless fabric, no fault plan), a served request's answer is
+        // on its way; if packets wait unread here, it may be among them: read them first.
+        // (Answers to later requests do not change either: the peer may have served those
+        // first, and their answers may have overtaken this one's on this device's budget.)
+        if (opt_.step_clock_ns == 0 && now - op.silent_since_ns < silence_limit_ns_ * kStarvedSilences) {
+          const bool unserved = fabric_->unserved(op.dst, op.tx_mark, op.sent_ns);
+          if (unserved || (!may_lose_ && (inbox_size_.load(std::memory_order_acquire) != 0 ||
+                                          fabric_->rx_pending(gid_)))) {
+            bump(unserved ? kUnservedWaits : kBacklogWaits);
+            op.rto_ns = std::min(op.rto_ns * 2, max_rto_ns_);
+            op.deadline_ns = now + op.rto_ns;
+            arm_timer(token, op.deadline_ns);
+            break;
+          }
+        }
         if (op.later_answered >= kAnswersBeforeFastRetransmit) {
           retransmit(&op, token);  // overtaken by later answers (see on_answer)
         } else {

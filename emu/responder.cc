@@ -186,8 +186,17 @@ void DeviceImpl::handle_request(Packet& pkt) {
     } else {
       resp.payload.assign(host, host + pkt.length);
     }
-    count(qp, kCntrRemoteRdmaRead, true);
-    return reply(EFA_IO_COMP_STATUS_OK, false);
+    // A read is answered again each time it is asked (reading twice changes nothing), but
+    // counted once: a repeat (a lost answer, or an answer by reference the requester could not
+    // copy) is the same operation.
+    bool repeat = false;
+    if (pkt.may_repeat && pkt.seq != 0) {
+      seen = executed_for(pkt.src, pkt.src_epoch);
+      uint64_t e = seen->slot[pkt.seq & (Executed::kWindow - 1)];
+      repeat = e != 0 && (e >> 8) == pkt.seq;
+    }
+    if (!repeat) count(qp, kCntrRemoteRdmaRead, true);
+    return reply(EFA_IO_COMP_STATUS_OK, true);
   }
   const bool by_ref = pkt.ref.pid != 0;
   if (by_ref && (!one_copy_ || !pkt.payload.empty())) {

@@ -77,23 +77,20 @@ void DeviceImpl::on_answer(TxOp* op, uint8_t attempt) {
   };
   auto& q = path->in_flight;
   while (!q.empty() && live(q.front()) == nullptr) q.pop_front();
-  lost_.clear();
   for (size_t i = 0; i < q.size() && q[i].first < answered_seq; ++i) {
     TxOp* earlier = live(q[i]);
     if (earlier == nullptr) continue;  // answered or resent since
     if (earlier->state == OpState::kAwaitResponse &&
         ++earlier->later_answered >= kAnswersBeforeFastRetransmit) {
-      uint64_t due = earlier->sent_ns + path->rtt_high_ns + 1;
-      if (step_now_ >= due) {
-        lost_.push_back(q[i].second);
-      } else if (due < earlier->deadline_ns) {
-        // Not old enough yet: look again when it is (fire_timer retransmits without back-off).
+      // Sent again by fire_timer (without back-off) at the end of this pass at the earliest:
+      // its own answer may be further down the batch this pass reads in a shuffled order.
+      uint64_t due = std::max(earlier->sent_ns + path->rtt_high_ns + 1, step_now_);
+      if (due < earlier->deadline_ns) {
         earlier->deadline_ns = due;
         arm_timer(q[i].second, due);
       }
     }
   }
-  for (uint64_t t : lost_) retransmit(find_op(t), t);
 }
 
 void DeviceImpl::sample_rtt(PeerPath* path, uint64_t r) {

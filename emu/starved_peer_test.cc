@@ -64,7 +64,7 @@ TEST_F(StarvedPeer, IsWaitedForAndAnswersLate) {
   post_write();
   efa_io_rx_cdesc_ex c;
   EXPECT_FALSE(step_a(40, &c));  // five silence limits: B's engine has not run
-  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
+  EXPECT_GT(a.dev->stats().stalled_waits + a.dev->stats().unserved_waits, 0u);
   ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(b.at(8192)[4095], 0x5a);
@@ -75,8 +75,55 @@ TEST_F(StarvedPeer, IsGivenUpOnAfterTheLongerLimit) {
   efa_io_rx_cdesc_ex c;
   ASSERT_TRUE(step_a(2000, &c));
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);  // never answered
-  EXPECT_GT(a.dev->stats().stalled_waits, 0u);
+  EXPECT_GT(a.dev->stats().stalled_waits + a.dev->stats().unserved_waits, 0u);
   EXPECT_EQ(a.dev->stats().timeouts, 1u);
+}
+
+// While B has not read the request, A knows it is not lost: it waits rather than sends copies
+// that would only lengthen B's backlog. Once B runs, one copy is served and answered.
+TEST_F(StarvedPeer, AnUnreadRequestIsNotSentAgain) {
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  EXPECT_FALSE(step_a(40, &c));  // many retransmission timeouts (initial RTO 1 ms)
+  const Stats s = a.dev->stats();
+  EXPECT_EQ(s.retransmits, 0u);
+  EXPECT_GT(s.unserved_waits, 0u);
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(b.at(8192)[4095], 0x5a);
+  EXPECT_EQ(b.dev->stats().packets_rx, 1u);  // one request reached B
+}
+
+// A request B read and dropped (a fault at its arrival) is lost: A sends it again as before.
+TEST_F(StarvedPeer, ARequestReadAndLostIsSentAgain) {
+  struct DropFirstArrival : FaultHooks {
+    bool dropped = false;
+    FaultDecision at(const FaultContext& c) override {
+      FaultDecision d;
+      if (c.point == FaultPoint::kPacketIn && !dropped) {
+        dropped = true;
+        d.action = FaultAction::kDrop;
+      }
+      return d;
+    }
+  } hooks;
+  b.dev.reset();
+  DeviceOptions ob = inline_options(fb_);
+  ob.faults = &hooks;
+  b.open(ob);
+  b.make_qp();
+  bring_up(b.qp, b.qkey);
+  Gid gb = b.dev->gid(), ga = a.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
+  Ah* back = nullptr;
+  ASSERT_EQ(b.dev->create_ah(b.pd, ga.data(), &back), 0);
+  post_write();
+  efa_io_rx_cdesc_ex c;
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(b.at(8192)[4095], 0x5a);
+  EXPECT_GE(a.dev->stats().retransmits, 1u);
+  EXPECT_EQ(b.dev->stats().dropped_packets, 1u);
 }
 
 // B's engine runs but its responder drops every request: that is unresponsive, not starved.

@@ -25,7 +25,11 @@ class TimerWheel {
   static constexpr int kTickShift = 14;  // ns per tick: 16,384
   static constexpr uint32_t kSlots = 1024;
 
-  TimerWheel() : slots_(kSlots) {}
+  // Room for a few timers per tick up front, so that arming does not allocate during the first
+  // lap of the wheel.
+  TimerWheel() : slots_(kSlots) {
+    for (std::vector<Entry>& s : slots_) s.reserve(4);
+  }
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }

@@ -73,6 +73,22 @@ std::string hex(const Gid& g) {
   return s;
 }
 
+uint64_t gid_bit(const Gid& g) {
+  uint64_t a, b;
+  std::memcpy(&a, g.data(), 8);
+  std::memcpy(&b, g.data() + 8, 8);
+  return uint64_t{1} << (((a ^ b) * 0x9e3779b97f4a7c15ull) >> 58);
+}
+
+bool same_gid(const Gid& x, const Gid& y) {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, x.data(), 8);
+  std::memcpy(&b0, y.data(), 8);
+  std::memcpy(&a1, x.data() + 8, 8);
+  std::memcpy(&b1, y.data() + 8, 8);
+  return a0 == b0 && a1 == b1;
+}
+
 bool owner_only(const struct stat& st, mode_t type) {
   return (st.st_mode & S_IFMT) == type && st.st_uid == getuid() && (st.st_mode & 077) == 0;
 }
@@ -110,7 +126,7 @@ struct ShmFabric::Local {
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
   std::atomic<uint64_t> last_poll_ns{0};
-  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (locals_mu_)
+  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
 };
 
@@ -254,10 +270,11 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   Local* lp = l.get();
   lp->thread = std::thread([this, lp] { receive_loop(lp); });
   locals_.emplace(gid, std::move(l));
+  local_bits_.fetch_or(gid_bit(gid), std::memory_order_release);
   return 0;
 }
 
-int ShmFabric::drain(Local* lp, int budget) {
+int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
   Mailbox* box = lp->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
   const uint64_t cap = box->capacity;
@@ -295,7 +312,11 @@ int ShmFabric::drain(Local* lp, int budget) {
     if (rc == 1) {
       st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
       st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
-      lp->sink->deliver(std::move(pkt));
+      if (out != nullptr) {
+        out->push_back(std::move(pkt));
+      } else {
+        lp->sink->deliver(std::move(pkt));
+      }
       ++delivered;
     }
     if (h == t) t = box->tail.load(std::memory_order_acquire);
@@ -323,7 +344,7 @@ void ShmFabric::receive_loop(Local* lp) {
     int n = 0;
     bool empty = box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
     if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {
-      n = drain(lp, 1 << 30);
+      n = drain(lp, 1 << 30, nullptr);
       lp->consuming.store(false, std::memory_order_release);
     }
     if (n > 0 || !empty) {
@@ -346,37 +367,49 @@ void ShmFabric::receive_loop(Local* lp) {
   }
 }
 
-int ShmFabric::poll_rx(const Gid& gid, int budget) {
-  Local* lp;
-  {
+int ShmFabric::poll_rx(const Gid& gid, int budget) { return poll_rx_batch(gid, budget, 0, nullptr); }
+
+int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
+  Local* lp = rx_hint_.load(std::memory_order_acquire);
+  if (lp == nullptr || !same_gid(lp->gid, gid)) {
     std::lock_guard<std::mutex> lock(locals_mu_);
     auto it = locals_.find(gid);
     if (it == locals_.end()) return 0;
     lp = it->second.get();
-    const uint64_t now = now_ns();
-    lp->last_poll_ns.store(now, std::memory_order_relaxed);
-    Mailbox* box = lp->mb;
-    // A pass starts: the previous one, and everything it read, is done. Publishing this pass's
-    // own start would vouch for packets it drains and then, preempted, sits on unanswered.
-    if (lp->pass_ns != 0) box->polled_ns.store(lp->pass_ns, std::memory_order_relaxed);
-    lp->pass_ns = now;
-    if (box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire)) return 0;
-    // Taken under locals_mu_, so that detach (which removes the entry first) can wait it out.
-    if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
+    rx_hint_.store(lp, std::memory_order_release);
   }
-  int n = drain(lp, budget > 0 ? budget : 64);
+  if (now == 0) now = now_ns();
+  lp->last_poll_ns.store(now, std::memory_order_relaxed);
+  // The receive thread is draining, or the local was detached (detach keeps `consuming`, and the
+  // object stays in retired_): nothing to do here.
+  if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
+  Mailbox* box = lp->mb;
+  // A pass starts: the previous one, and everything it read, is done. Publishing this pass's
+  // own start would vouch for packets it drains and then, preempted, sits on unanswered.
+  if (lp->pass_ns != 0) box->polled_ns.store(lp->pass_ns, std::memory_order_relaxed);
+  lp->pass_ns = now;
+  int n = 0;
+  if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire)) {
+    n = drain(lp, budget > 0 ? budget : 64, out);
+  }
   lp->consuming.store(false, std::memory_order_release);
   return n;
 }
 
 void ShmFabric::detach(const Gid& gid) {
-  std::unique_ptr<Local> l;
+  Local* l;
   {
     std::lock_guard<std::mutex> lock(locals_mu_);
     auto it = locals_.find(gid);
     if (it == locals_.end()) return;
-    l = std::move(it->second);
+    l = it->second.get();
+    retired_.push_back(std::move(it->second));
     locals_.erase(it);
+    uint64_t bits = 0;
+    for (const auto& kv : locals_) bits |= gid_bit(kv.first);
+    local_bits_.store(bits, std::memory_order_relaxed);
+    Local* expect = l;
+    rx_hint_.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel);
   }
   l->stop.store(true);
   l->mb->wake_seq.fetch_add(1);
@@ -389,7 +422,10 @@ void ShmFabric::detach(const Gid& gid) {
   l->mb->closed.store(1, std::memory_order_seq_cst);
   unlink(l->path.c_str());
   munmap(l->mb, l->map_len);
+  l->mb = nullptr;
   close(l->fd);
+  l->fd = -1;
+  l->reasm = Reassembler();  // its partial messages' memory; the object itself stays
   std::unique_lock<std::shared_mutex> plock(peers_mu_);
   peers_.erase(gid);
 }
@@ -424,7 +460,7 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
       mb->capacity + kRingOffset > peer->map_len || (mb->capacity & (mb->capacity - 1)) != 0) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
-  if (!peer_alive(peer.get(), true)) {
+  if (!peer_alive(peer.get(), true, 0)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
@@ -434,9 +470,9 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
   return 0;
 }
 
-bool ShmFabric::peer_alive(Peer* p, bool force) {
+bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   if (p->dead.load(std::memory_order_relaxed)) return false;
-  uint64_t t = now_ns();
+  if (t == 0) t = now_ns();
   if (!force && t - p->checked_ns.load(std::memory_order_relaxed) < uint64_t{opt_.liveness_check_ms} * 1000000) {
     return true;
   }
@@ -460,6 +496,7 @@ void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
+  if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) == 0) return 0;
   std::lock_guard<std::mutex> lock(locals_mu_);
   auto it = locals_.find(dst);
   if (it == locals_.end()) return 0;
@@ -476,21 +513,57 @@ int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
 }
 
 int ShmFabric::send(const Gid& dst, Packet&& pkt) {
+  uint64_t mark;
+  return send_marked(dst, std::move(pkt), &mark);
+}
+
+int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+  *mark = 0;
   if (send_local(dst, &pkt) == 1) return 0;
+  return send_to_mailbox(dst, pkt, mark);
+}
+
+int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  *mark = 0;
+  if (local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) {
+    Packet copy = pkt;
+    if (send_local(dst, &copy) == 1) return 0;
+  }
+  return send_to_mailbox(dst, pkt, mark);
+}
+
+int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark) {
   bool closed = false;
-  int rc = send_remote(dst, &pkt, &closed);
+  int rc = send_remote(dst, pkt, &closed, mark);
   if (closed) {
     // The owner detached; a device that came back under this GID has a new mailbox.
     st_[kReopened].fetch_add(1, std::memory_order_relaxed);
-    rc = send_remote(dst, &pkt, &closed);
+    rc = send_remote(dst, pkt, &closed, mark);
     if (closed) rc = -EHOSTUNREACH;
   }
+  if (rc != 0) *mark = 0;
   return rc;
 }
 
-int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
-  Packet& pkt = *pktp;
+bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
+  if (mark == 0) return false;
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
+  const Peer& p = *it->second;
+  Mailbox* mb = p.mb;
+  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
+  // A mark from a mailbox since replaced lies beyond what was written to this one.
+  if (p.sent_end.load(std::memory_order_relaxed) < mark) return false;
+  // Taken in only once the consumer released the bytes up to the mark; served only once a pass
+  // begun after the send finished (what that pass read, it also executed and answered).
+  return mb->head.load(std::memory_order_acquire) < mark ||
+         mb->polled_ns.load(std::memory_order_relaxed) < sent_ns;
+}
+
+int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
+  *end_p = 0;
   std::shared_ptr<Peer> peer;
   int rc = open_peer(dst, &peer);
   if (rc != 0) return rc;
@@ -501,7 +574,10 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     *closed = true;
     return -EHOSTUNREACH;
   }
-  if (!peer_alive(peer.get(), false)) {
+  // One clock read per packet: the liveness check's and the time of the write (a packet's
+  // fragments are written within microseconds unless the ring is full, which reads it again).
+  uint64_t sent_ns = now_ns();
+  if (!peer_alive(peer.get(), false, sent_ns)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
@@ -536,7 +612,8 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
         wait_start = now;
         st_[kFullWaits].fetch_add(1, std::memory_order_relaxed);
       }
-      if (!peer_alive(peer.get(), false)) {
+      sent_ns = now;
+      if (!peer_alive(peer.get(), false, now)) {
         drop_peer(dst, peer);
         return -EHOSTUNREACH;
       }
@@ -577,7 +654,8 @@ int ShmFabric::send_remote(const Gid& dst, Packet* pktp, bool* closed) {
     uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
     while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
     }
-    peer->written_ns.store(now_ns(), std::memory_order_relaxed);
+    peer->written_ns.store(sent_ns, std::memory_order_relaxed);
+    *end_p = t + rs;
     st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {

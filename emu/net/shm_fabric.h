@@ -37,6 +37,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "emu/fabric.h"
 
@@ -77,8 +78,14 @@ class ShmFabric : public Fabric {
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
+  // The mark is the mailbox position just past the packet's last fragment.
+  int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) override;
+  // Reads the packet in place unless the destination is attached here.
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
+  bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) override;
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
+  int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) override;
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
@@ -103,12 +110,17 @@ class ShmFabric : public Fabric {
   int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
-  int send_remote(const Gid& dst, Packet* pkt, bool* closed);
-  bool peer_alive(Peer* p, bool force);
+  // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.
+  int send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark);
+  // *end: the ring position just past the packet's last fragment.
+  int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
+  // `now_ns`: the steady clock (0: read it here).
+  bool peer_alive(Peer* p, bool force, uint64_t now_ns);
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
-  // Consumes the ring of `l` (caller holds l->consuming); returns packets delivered.
-  int drain(Local* l, int budget);
+  // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
+  // returns packets delivered.
+  int drain(Local* l, int budget, std::vector<Packet>* out);
   void receive_loop(Local* l);
 
   ShmFabricOptions opt_;
@@ -119,6 +131,15 @@ class ShmFabric : public Fabric {
   // detach returned.
   std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
+  // Detached locals, kept (their mailboxes unmapped) until the fabric goes, so that a poller
+  // holding a stale rx_hint_ finds a live object whose `consuming` is taken for good.
+  std::vector<std::unique_ptr<Local>> retired_;  // guarded by locals_mu_
+  // The local polled last: a device polling its own mailbox every pass finds it without the
+  // lock and the table.
+  std::atomic<Local*> rx_hint_{nullptr};
+  // One bit per local GID (a hash), set while it is attached: most sends go to other processes,
+  // and a clear bit sends them there without the lock and the table.
+  std::atomic<uint64_t> local_bits_{0};
   std::shared_mutex peers_mu_;
   std::map<Gid, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
   mutable std::atomic<uint64_t> st_[12] = {};

@@ -277,6 +277,79 @@ TEST(ShmFabric, APeerIsBehindUntilAPassBegunAfterOurWriteHasFinished) {
   EXPECT_EQ(sb.take().size(), 2u);
 }
 
+// A poller that processes what arrives itself gets it in one batch, intact, and the sink none of
+// it; after a detach and an attach under the same GID, the new mailbox is the one polled.
+TEST(ShmFabric, PollIntoABatchFindsTheMailboxOfTheLatestAttach) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("batch");
+  o.park_us = 500000;  // only the poller drains
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb, sb2;
+  ASSERT_EQ(a->attach(gid_of(31), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(32), &sb), 0);
+  std::vector<Packet> got;
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 64, 0, &got), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  for (uint64_t t = 1; t <= 3; ++t) ASSERT_EQ(a->send(gid_of(32), make_packet(gid_of(31), t, 64 * t)), 0);
+  ASSERT_EQ(a->send(gid_of(32), make_packet(gid_of(31), 4, 70000)), 0);  // several fragments
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 2, steady_ns(), &got), 2);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 64, steady_ns(), &got), 2);
+  ASSERT_EQ(got.size(), 4u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token, i + 1);
+    EXPECT_TRUE(packet_ok(got[i])) << i;
+  }
+  EXPECT_EQ(sb.take().size(), 0u);
+  b->detach(gid_of(32));
+  got.clear();
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 64, 0, &got), 0);  // not attached
+  ASSERT_EQ(b->attach(gid_of(32), &sb2), 0);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 64, 0, &got), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(a->send(gid_of(32), make_packet(gid_of(31), 9, 64)), 0);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(32), 64, 0, &got), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].token, 9u);
+  EXPECT_EQ(sb2.take().size(), 0u);
+}
+
+// A packet's mark says whether its receiver has served it: unread, or read by a pass that has
+// not finished, it is unserved; a packet delivered inside the process has no mark.
+TEST(ShmFabric, AMarkTellsWhetherThePacketWasServed) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("mark");
+  o.park_us = 500000;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sa2, sb;
+  ASSERT_EQ(a->attach(gid_of(41), &sa), 0);
+  ASSERT_EQ(a->attach(gid_of(43), &sa2), 0);
+  ASSERT_EQ(b->attach(gid_of(42), &sb), 0);
+  EXPECT_EQ(b->poll_rx(gid_of(42), 64), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  uint64_t m1 = 0, m2 = 0, local = 1;
+  const uint64_t t1 = steady_ns();
+  ASSERT_EQ(a->send_marked(gid_of(42), make_packet(gid_of(41), 1, 64), &m1), 0);
+  ASSERT_EQ(a->send_marked(gid_of(42), make_packet(gid_of(41), 2, 64), &m2), 0);
+  EXPECT_GT(m1, 0u);
+  EXPECT_GT(m2, m1);
+  EXPECT_TRUE(a->unserved(gid_of(42), m1, t1));
+  EXPECT_EQ(b->poll_rx(gid_of(42), 1), 1);       // the first read, in a pass not yet finished
+  EXPECT_TRUE(a->unserved(gid_of(42), m1, t1));
+  EXPECT_TRUE(a->unserved(gid_of(42), m2, t1));  // the second not even read
+  EXPECT_EQ(b->poll_rx(gid_of(42), 1), 1);       // that pass finished; the second is read now
+  EXPECT_FALSE(a->unserved(gid_of(42), m1, t1));
+  EXPECT_TRUE(a->unserved(gid_of(42), m2, steady_ns()));
+  EXPECT_EQ(b->poll_rx(gid_of(42), 64), 0);
+  EXPECT_FALSE(a->unserved(gid_of(42), m2, t1));
+  EXPECT_FALSE(a->unserved(gid_of(42), 0, t1));  // no mark: nothing known
+  ASSERT_EQ(a->send_marked(gid_of(43), make_packet(gid_of(41), 3, 64), &local), 0);
+  EXPECT_EQ(local, 0u);  // handed over inside send
+  EXPECT_EQ(sa2.take().size(), 1u);
+  EXPECT_EQ(sb.take().size(), 2u);
+}
+
 }  // namespace
 }  // namespace net
 }  // namespace emu
