@@ -3,9 +3,12 @@
 // request) and this one as client (ucp_ep_create with UCP_EP_PARAM_FIELD_SOCK_ADDR), with
 // UCX_TLS=srd and UCX_SOCKADDR_TLS_PRIORITY=xpufab, exchanging tagged messages and closing;
 // a third client is rejected (ucp_listener_reject) and its error handler sees UCS_ERR_REJECTED.
+// The server waits for its first connection request asleep on the worker's event fd
+// (ucp_worker_arm, then poll: what ucp_worker_wait does), which only the CM's sockets can wake.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -40,12 +43,12 @@ struct Ucp {
   ucp_context_h ctx = nullptr;
   ucp_worker_h worker = nullptr;
 
-  void open() {
+  void open(uint64_t features = UCP_FEATURE_TAG) {
     ucp_config_t* cfg;
     CHECK(ucp_config_read(nullptr, nullptr, &cfg) == UCS_OK, "ucp_config_read");
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_TAG;
+    p.features = features;
     CHECK(ucp_init(&p, cfg, &ctx) == UCS_OK, "ucp_init");
     ucp_config_release(cfg);
     ucp_worker_params_t wp{};
@@ -117,10 +120,33 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   s->eps.push_back(e);
 }
 
+// Arms the worker's event fd: UCS_OK once nothing is left to process.
+void arm(Ucp* u) {
+  ucs_status_t st;
+  while ((st = ucp_worker_arm(u->worker)) == UCS_ERR_BUSY) ucp_worker_progress(u->worker);
+  CHECK(st == UCS_OK, "ucp_worker_arm: %s", ucs_status_string(st));
+}
+
+// Sleeps on the worker's event fd (armed) until on_conn has run; each wake-up is followed by
+// progress, which delivers the request. The poll's limit only turns a wake-up that never comes
+// into a failure instead of a hang.
+void sleep_until_request(Ucp* u, const ServerState& s) {
+  int efd = -1;
+  CHECK(ucp_worker_get_efd(u->worker, &efd) == UCS_OK, "ucp_worker_get_efd");
+  for (;;) {
+    pollfd p{efd, POLLIN, 0};
+    CHECK(poll(&p, 1, 20000) == 1, "asleep on the worker's event fd: no connection request woke it");
+    while (ucp_worker_progress(u->worker) != 0) {
+    }
+    if (s.requests > 0) return;
+    arm(u);
+  }
+}
+
 [[noreturn]] void server_main(int fd) {
   role = "server";
   Ucp u;
-  u.open();
+  u.open(UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP);
   ServerState s;
   s.u = &u;
   sockaddr_in a{};
@@ -139,7 +165,11 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
   CHECK(ucp_listener_query(l, &la) == UCS_OK, "ucp_listener_query");
   const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port);
+  // The client connects once it has the port, which it gets once the server's worker is armed:
+  // from then on only an event wakes the server.
+  arm(&u);
   CHECK(write(fd, &port, sizeof(port)) == sizeof(port), "port");
+  sleep_until_request(&u, s);
   // Two rounds: each a client that sends a greeting, gets the answer and closes.
   for (int round = 0; round < 2; ++round) {
     const std::string got = u.recv();
