@@ -3,6 +3,7 @@
 // core AM kUctAmId, and core AM kCtlAmId carries the connection handshake. Senders unknown to
 // the core (no AH here yet) are given an AH and a peer entry before the core polls their packet.
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "api/backend/backend.h"
+#include "api/proto/grow.h"
 #include "api/uct/srd.h"
 
 namespace xpufab {
@@ -93,7 +95,7 @@ void relay_cqes(SrdIface* iface) {
       backend::Ah* ah = nullptr;
       uint32_t idx;
       if (ah_get(iface, c.raw.u.src_addr, &ah) == 0) {
-        if (proto_peer_add(iface->core, ah->ahn(), c.raw.base.src_qp_num, kQkey, &idx) == 0)
+        if (core_peer_add(iface, ah->ahn(), c.raw.base.src_qp_num, &idx) == 0)
           c.raw.base.ah = ah->ahn();
         else
           ah_put(iface, c.raw.u.src_addr);  // table full: the core drops it as from nobody
@@ -105,7 +107,7 @@ void relay_cqes(SrdIface* iface) {
       backend::Ah* ah = nullptr;
       uint32_t idx;
       if (gid_of_ahn(iface->dev, c.raw.base.ah, gid) && ah_get(iface, gid, &ah) == 0 &&
-          proto_peer_add(iface->core, ah->ahn(), c.raw.base.src_qp_num, kQkey, &idx) != 0)
+          core_peer_add(iface, ah->ahn(), c.raw.base.src_qp_num, &idx) != 0)
         ah_put(iface, gid);
     }
     const uint32_t p = iface->relay_prod++;
@@ -141,10 +143,14 @@ int init_rx(SrdIface* iface) {
   pd.caps = (d.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0;
   const size_t mem = proto_ep_mem_size(&iface->core_cfg, &pd);
   iface->core_mem.assign(mem / 8 + 16, 0);
-  const size_t bounce = proto_bounce_size(&iface->core_cfg, &pd);
-  iface->core_bounce_store.assign(bounce + 4096, 0);
-  auto* b = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(iface->core_bounce_store.data()) + 4095) & ~uintptr_t{4095});
+  // Room for the receive buffers of every peer the table may grow to, committed by the kernel
+  // as they are first written: only the buffers of the peers present are posted.
+  const size_t bounce = proto_grow_bounce_size(&iface->core_cfg, &pd, iface->peer_limit);
+  void* m = mmap(nullptr, bounce, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return -ENOMEM;
+  iface->core_bounce = static_cast<uint8_t*>(m);
+  iface->core_bounce_len = bounce;
+  auto* b = iface->core_bounce;
   backend::MrInitAttr ma;
   ma.addr = b;
   ma.length = bounce;
@@ -154,6 +160,7 @@ int init_rx(SrdIface* iface) {
   iface->core = new proto_ep();
   rc = proto_ep_init(iface->core, &iface->core_cfg, &pd, iface->core_mem.data(), iface->core_mem.size() * 8, b,
                      iface->core_mr->lkey());
+  if (rc == 0) rc = proto_grow_reserve(iface->core, iface->peer_limit);
   if (rc) return -EINVAL;
   proto_am_set_handler(iface->core, kUctAmId, on_uct_am, iface);
   proto_am_set_handler(iface->core, kCtlAmId, on_ctl, iface);
@@ -298,10 +305,23 @@ void ahs_release(SrdIface* iface) {
 
 }  // namespace
 
+int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p) {
+  proto_ep* core = iface->core;
+  int rc = proto_peer_add(core, ahn, qpn, kQkey, idx_p);
+  if (rc != -FI_ENOSPC || core->cfg.max_peers >= iface->peer_limit) return rc;
+  // Full: twice the entries (and their receive buffers), up to the limit.
+  const uint32_t n = std::min(iface->peer_limit, core->cfg.max_peers * 2);
+  std::vector<uint64_t> table(proto_grow_mem_size(&core->cfg, n) / 8 + 1);
+  rc = proto_grow_peers(core, n, table.data(), table.size() * 8);
+  if (rc) return rc;
+  iface->peer_tables.push_back(std::move(table));
+  return proto_peer_add(core, ahn, qpn, kQkey, idx_p);
+}
+
 ucs_status_t ep_core_connect(SrdEp* ep) {
   SrdIface* iface = ep->iface;
   if (ep->peer_idx == PROTO_NONE) {
-    int rc = proto_peer_add(iface->core, ep->ahn, static_cast<uint16_t>(ep->peer.am_qpn), kQkey, &ep->peer_idx);
+    int rc = core_peer_add(iface, ep->ahn, static_cast<uint16_t>(ep->peer.am_qpn), &ep->peer_idx);
     if (rc) return UCS_ERR_EXCEEDS_LIMIT;
   }
   CtlMsg req{kCtlConnReq, iface->am_qpn};
@@ -313,10 +333,14 @@ ucs_status_t ep_core_connect(SrdEp* ep) {
 int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   const backend::DeviceAttr& d = iface->dev->attr;
   proto_config_default(&iface->core_cfg);
-  iface->core_cfg.max_peers = cfg->max_peers ? cfg->max_peers : 16;
   uint32_t credits = 2;
   while (credits < cfg->credits) credits <<= 1;
   iface->core_cfg.credits = credits;
+  // The receive queue holds the buffers of the most peers the table may grow to.
+  const uint32_t per_peer = credits + PROTO_CTRL_SLACK;
+  iface->peer_limit = std::max<uint32_t>(1, std::min<uint32_t>(cfg->max_peers ? cfg->max_peers : 1, 0xfffeu));
+  iface->peer_limit = std::min<uint32_t>(iface->peer_limit, std::max<uint32_t>(d.max_rq_wr / per_peer, 1));
+  iface->core_cfg.max_peers = std::min(iface->peer_limit, kInitialPeers);
   iface->core_cfg.max_unexp = 0;
   iface->core_cfg.ntx = 128;
   iface->core_cfg.max_ops = 64;
@@ -336,9 +360,7 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   qa.send_cq = iface->am_cq;
   qa.recv_cq = iface->am_cq;
   qa.max_send_wr = 256;
-  uint32_t nrx = 1;
-  while (nrx < proto_rx_buffers(&iface->core_cfg)) nrx <<= 1;
-  qa.max_recv_wr = nrx;
+  qa.max_recv_wr = proto_grow_rx_limit(&iface->core_cfg, iface->peer_limit);
   qa.max_send_sge = std::min<uint32_t>(d.max_sq_sge, 2);
   qa.max_recv_sge = 1;
   rc = iface->ib_ops->create_qp(iface, &qa, &iface->am_qp);
@@ -385,6 +407,9 @@ void core_teardown(SrdIface* iface) {
   if (iface->am_qp) iface->dev->dev->destroy_qp(iface->am_qp);
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
   if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
+  if (iface->core_bounce) munmap(iface->core_bounce, iface->core_bounce_len);
+  iface->core_bounce = nullptr;
+  iface->peer_tables.clear();
   ahs_release(iface);
   delete iface->core;
   iface->core = nullptr;

@@ -1,6 +1,7 @@
 // The srd interface: one SRD QP and one CQ on a backend device, the bounce buffers and
 // keep-alive word peers read, the ops table, caps, addresses, progress, events and iface flush.
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,9 +25,11 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
     {"RMA_CHUNK", "96k", "Zcopy puts and gets larger than this go as several RDMA requests of this\n"
      "size in flight together.", offsetof(SrdIfaceConfig, rma_chunk), UCS_CONFIG_TYPE_MEMUNITS},
-    {"MAX_PEERS", "128", "Peers one interface exchanges messages with: UCP's endpoints to distinct\n"
-     "processes plus those connecting to us (receive buffers are reserved per peer; iface attr\n"
-     "max_num_eps reports it).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
+    {"MAX_PEERS", "1024", "The most peers one interface exchanges messages with: UCP's endpoints to\n"
+     "distinct processes plus those connecting to us. The peer table and its receive buffers\n"
+     "(CREDITS + 2 per peer) start small and grow as peers come; the device's receive queue\n"
+     "length may lower the limit, which iface attr max_num_eps reports.",
+     offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
     {"CREDITS", "32", "Active messages a peer may have in flight to us (rounded up to a power of 2).",
      offsetof(SrdIfaceConfig, credits), UCS_CONFIG_TYPE_UINT},
     {"TM_ENABLE", "y", "Match tagged messages in the transport (the TAG_* offload rows) when the user\n"
@@ -84,6 +87,8 @@ void iface_teardown(SrdIface* iface) {
   if (iface->qp) iface->dev->dev->destroy_qp(iface->qp);
   if (iface->cq) iface->dev->dev->destroy_cq(iface->cq);
   if (iface->bounce_mr) iface->dev->dev->dereg_mr(iface->bounce_mr);
+  if (iface->bounce) munmap(iface->bounce, iface->bounce_len);
+  iface->bounce = nullptr;
   iface->ib_ops->cleanup_res_domain(iface);
   iface->qp = nullptr;
   iface->cq = nullptr;
@@ -166,7 +171,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   attr->latency.m = 0;
   attr->priority = 0;
   attr->dev_num_paths = 1;
-  attr->max_num_eps = iface->core_cfg.max_peers;
+  attr->max_num_eps = iface->peer_limit;
   return UCS_OK;
 }
 
@@ -325,11 +330,14 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   if (rc) return rc;
   efa_dp_cq_attr pa{ca.buffer, ca.entry_size, ca.num_entries, ca.doorbell};
   if (efa_cq_init(&iface->pcq, &pa)) return -EINVAL;
-  // Bounce slots, then the keep-alive word, in one page-aligned registration.
+  // Bounce slots, then the keep-alive word, in one page-aligned registration. Mapped, not
+  // filled: a slot's pages are committed when first used, and free slots are reused last
+  // freed first, so an interface that moves little through them costs little.
   const size_t bytes = iface->seg_size * iface->sq_depth + 64;
-  iface->bounce_store.assign(bytes + 4096, 0);
-  uintptr_t base = (reinterpret_cast<uintptr_t>(iface->bounce_store.data()) + 4095) & ~uintptr_t{4095};
-  iface->bounce = reinterpret_cast<uint8_t*>(base);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return -ENOMEM;
+  iface->bounce = static_cast<uint8_t*>(m);
+  iface->bounce_len = bytes;
   iface->ka_word = reinterpret_cast<uint64_t*>(iface->bounce + iface->seg_size * iface->sq_depth);
   *iface->ka_word = 0x6b61u;
   backend::MrInitAttr ma;

@@ -297,8 +297,8 @@ struct SrdIface {
   uint32_t inline_max = 0;
   size_t seg_size = 0;
   // Bounce buffers (one per op) and the keep-alive word peers read, in one registration.
-  std::vector<uint8_t> bounce_store;
-  uint8_t* bounce = nullptr;
+  uint8_t* bounce = nullptr;  // mmap, bounce_len bytes
+  size_t bounce_len = 0;
   uint64_t* ka_word = nullptr;
   backend::Mr* bounce_mr = nullptr;
   std::vector<Op> ops;
@@ -326,7 +326,10 @@ struct SrdIface {
   uint8_t* relay = nullptr;
   uint32_t relay_prod = 0;
   std::vector<uint64_t> core_mem;
-  std::vector<uint8_t> core_bounce_store;
+  uint8_t* core_bounce = nullptr;  // mmap: committed as the posted receive buffers are used
+  size_t core_bounce_len = 0;
+  uint32_t peer_limit = 0;  // the core's peer table grows on demand up to this (MAX_PEERS)
+  std::vector<std::vector<uint64_t>> peer_tables;  // the tables it grew into
   backend::Mr* core_mr = nullptr;
   proto_config core_cfg{};
   std::vector<uint8_t> scratch;  // one AM payload, gathered
@@ -410,6 +413,9 @@ bool core_idle(const SrdIface* iface);
 int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p);
 void ah_put(SrdIface* iface, const uint8_t gid[16]);
 ucs_status_t ep_core_connect(SrdEp* ep);
+// proto_peer_add, growing the core's peer table when it is full (up to peer_limit).
+int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p);
+inline constexpr uint32_t kInitialPeers = 8;
 void fill_am_ops(uct_iface_ops_t* ops);
 
 // amo.cc: atomics on the core, and the registrations its MR table mirrors.
