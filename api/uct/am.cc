@@ -27,11 +27,63 @@ struct __attribute__((packed)) CtlMsg {
 
 // A UCT_CB_PARAM_FLAG_DESC descriptor: what uct_iface_release_desc finds before `desc`.
 struct DescHead {
-  uct_recv_desc_t release;
-  uct_recv_desc_t* self;
+  uct_recv_desc_t release;  // first: the callback gets its address
+  DescPool* pool;
+  uct_recv_desc_t* self;    // last: uct_iface_release_desc reads it just before the headroom
 };
 
-void desc_release(uct_recv_desc_t* self, void*) { std::free(self); }
+}  // namespace
+
+// Descriptors of one size, reused instead of allocated per AM. A descriptor the user keeps past
+// its interface's close frees itself (the pool outlives the interface until the last one).
+struct DescPool {
+  size_t block = 0;
+  std::vector<void*> free;
+  uint32_t out = 0;
+  bool closed = false;
+};
+
+namespace {
+
+void desc_release(uct_recv_desc_t* self, void*) {
+  auto* h = reinterpret_cast<DescHead*>(self);
+  DescPool* pool = h->pool;
+  pool->out--;
+  if (!pool->closed) {
+    pool->free.push_back(h);
+    return;
+  }
+  std::free(h);
+  if (pool->out == 0) delete pool;
+}
+
+void* desc_get(DescPool* pool) {
+  void* b;
+  if (!pool->free.empty()) {
+    b = pool->free.back();
+    pool->free.pop_back();
+  } else {
+    b = std::malloc(pool->block);
+    if (b == nullptr) return nullptr;
+  }
+  pool->out++;
+  return b;
+}
+
+void desc_put(DescPool* pool, void* b) {
+  pool->out--;
+  pool->free.push_back(b);
+}
+
+void desc_pool_close(DescPool* pool) {
+  if (pool == nullptr) return;
+  for (void* b : pool->free) std::free(b);
+  pool->free.clear();
+  if (pool->out == 0)
+    delete pool;
+  else
+    pool->closed = true;
+}
 
 int on_uct_am(void* arg, uint32_t, const void* payload, uint32_t len) {
   auto* iface = static_cast<SrdIface*>(arg);
@@ -42,16 +94,20 @@ int on_uct_am(void* arg, uint32_t, const void* payload, uint32_t len) {
   // The payload lives in a core receive buffer that is reposted on return: the handler gets a
   // descriptor of its own so that it may keep it (UCS_INPROGRESS) until uct_iface_release_desc.
   const size_t head = sizeof(DescHead) + iface->rx_headroom;
-  auto* block = static_cast<uint8_t*>(std::malloc(head + n + 1));
+  auto* block = static_cast<uint8_t*>(desc_get(iface->descs));
   if (block == nullptr) return -FI_EAGAIN;
   auto* h = reinterpret_cast<DescHead*>(block);
   h->release.cb = desc_release;
+  h->pool = iface->descs;
   h->self = &h->release;
   uint8_t* data = block + head;
   std::memcpy(data, static_cast<const uint8_t*>(payload) + 1, n);
+  iface->stats.am_rx++;
+  iface->stats.desc_allocs++;
+  iface->stats.am_copy_bytes += n;
   const uct_am_handler_t& hd = iface->super.am[id];
   ucs_status_t st = hd.cb(hd.arg, data, n, UCT_CB_PARAM_FLAG_DESC);
-  if (st != UCS_INPROGRESS) std::free(block);
+  if (st != UCS_INPROGRESS) desc_put(iface->descs, block);
   return 0;
 }
 
@@ -165,6 +221,8 @@ int init_rx(SrdIface* iface) {
   proto_am_set_handler(iface->core, kUctAmId, on_uct_am, iface);
   proto_am_set_handler(iface->core, kCtlAmId, on_ctl, iface);
   iface->scratch.assign(proto_am_max(iface->core), 0);
+  iface->descs = new DescPool();
+  iface->descs->block = sizeof(DescHead) + iface->rx_headroom + iface->scratch.size();
   return 0;
 }
 
@@ -192,6 +250,8 @@ ucs_status_t am_send(SrdEp* ep, uint8_t id, const void* a, uint32_t alen, const 
     return UCS_ERR_NO_RESOURCE;
   }
   if (rc) return UCS_ERR_INVALID_PARAM;
+  iface->stats.am_tx++;
+  iface->stats.am_copy_bytes += alen;
   return UCS_OK;
 }
 
@@ -408,6 +468,8 @@ void core_teardown(SrdIface* iface) {
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
   if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
   if (iface->core_bounce) munmap(iface->core_bounce, iface->core_bounce_len);
+  desc_pool_close(iface->descs);
+  iface->descs = nullptr;
   iface->core_bounce = nullptr;
   iface->peer_tables.clear();
   ahs_release(iface);

@@ -280,6 +280,16 @@ struct SaClient {  // client: an endpoint created with a sockaddr
   void* arg = nullptr;
 };
 
+// What the transport itself did (XPUFAB_UCT_STATS: printed when the interface closes), to tell
+// its work per operation from the device's.
+struct IfaceStats {
+  uint64_t progress = 0, progress_idle = 0;  // iface_progress calls, and those that found nothing
+  uint64_t rdma_wqes = 0, rdma_cqes = 0;      // RDMA WQEs posted, their completions
+  uint64_t am_tx = 0, am_rx = 0;              // UCT AMs sent / delivered
+  uint64_t am_copy_bytes = 0;                 // bytes copied on the AM paths (gather, descriptors)
+  uint64_t desc_allocs = 0;                   // receive descriptors allocated
+};
+
 struct SrdIface {
   uct_base_iface_t super;  // first: UCX casts uct_iface_h to it
   SrdMd* md = nullptr;
@@ -311,6 +321,9 @@ struct SrdIface {
   bool fence = false;
   uint64_t fence_upto = 0;
   bool fence_deferred = false;  // fenced while chunks were queued: takes effect once they are posted
+  bool ep_fence_deferred = false;  // some endpoint's fence is deferred (chunks_progress clears it)
+  uint32_t pending_reqs = 0;       // requests in the endpoints' pending queues
+  struct DescPool* descs = nullptr;  // AM receive descriptors (am.cc)
   size_t rma_chunk = 0;
   std::list<Chunked> chunked;   // zcopy RMAs in progress by chunks
   std::vector<SrdEp*> failed;  // error handlers to call once polling is done
@@ -340,6 +353,8 @@ struct SrdIface {
   std::vector<proto_mr> core_mrs;  // the core's MR table once it outgrew its own (amo.cc)
   TagState tag;
   uint32_t sa_clients = 0;  // endpoints connecting by sockaddr (sockaddr.cc)
+  IfaceStats stats;
+  bool stats_on = false;
 };
 
 struct SrdEp {

@@ -67,6 +67,7 @@ struct Side {
   void* tag_arg = nullptr;
   const char* tm_list_size = nullptr;
   const char* max_peers = nullptr;
+  const char* tx_queue_len = nullptr;
 
   void open() {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
@@ -103,6 +104,9 @@ struct Side {
     }
     if (max_peers) {
       ASSERT_EQ(UCS_OK, uct_config_modify(ic, "MAX_PEERS", max_peers));
+    }
+    if (tx_queue_len) {
+      ASSERT_EQ(UCS_OK, uct_config_modify(ic, "TX_QUEUE_LEN", tx_queue_len));
     }
     uct_iface_params_t p{};
     p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -1386,6 +1390,100 @@ TEST(SrdLimits, PastThePeerTableEndpointCreationFailsCleanly) {
   for (uct_ep_h ep : eps) uct_ep_destroy(ep);
   for (Side& s : peers) s.close();
   tx.close();
+}
+
+// ---- one process, two interfaces ----
+
+// An endpoint from a to b, once b answered its connection request (RDMA may go).
+uct_ep_h connect_pair(Side* a, Side* b) {
+  const Wire w = b->wire();
+  uct_ep_params_t p{};
+  p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+  p.iface = a->iface;
+  p.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+  p.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+  uct_ep_h ep = nullptr;
+  EXPECT_EQ(UCS_OK, uct_ep_create(&p, &ep));
+  auto t0 = std::chrono::steady_clock::now();
+  while (ep && uct_ep_put_short(ep, nullptr, 0, w.buf, 0) == UCS_ERR_NO_RESOURCE) {
+    a->progress();
+    b->progress();
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) {
+      ADD_FAILURE() << "no answer to the connection request";
+      break;
+    }
+  }
+  return ep;
+}
+
+// A zcopy put goes as one RDMA request, up to the device's largest: as many puts are in flight
+// together as the send queue has entries, each completing once.
+TEST(SrdRma, ZcopyPutsAreOneRequestEachAndGoTogether) {
+  if (std::getenv("UCX_SRD_RMA_CHUNK")) GTEST_SKIP() << "cut into chunks by configuration";
+  Side tx, rx;
+  tx.tx_queue_len = "4";
+  tx.open();
+  rx.open();
+  if (!(tx.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) GTEST_SKIP() << "no RDMA write";
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  const Wire w = rx.wire();
+  uct_rkey_bundle_t rk;
+  ASSERT_EQ(UCS_OK, uct_rkey_unpack(tx.comp, w.rkey, &rk));
+  constexpr size_t kLen = 256 << 10;
+  fill_pattern(tx.buf.data(), kBuf, 3);
+  std::vector<Comp> c(4);
+  for (size_t k = 0; k < c.size(); ++k) {
+    uct_iov_t iov{tx.buf.data() + k * kLen, kLen, tx.memh, 0, 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(ep, &iov, 1, w.buf + k * kLen, rk.rkey, &c[k].c)) << "put " << k;
+  }
+  uint64_t v = 1;
+  EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_put_short(ep, &v, sizeof(v), w.buf, rk.rkey)) << "four requests fill the queue";
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::any_of(c.begin(), c.end(), [](const Comp& x) { return x.calls == 0; })) {
+    tx.progress();
+    rx.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "puts never complete";
+  }
+  for (const Comp& x : c) {
+    EXPECT_EQ(1, x.calls);
+    EXPECT_EQ(UCS_OK, x.c.status);
+  }
+  EXPECT_EQ(0, std::memcmp(tx.buf.data(), rx.buf.data(), kBuf));
+  uct_rkey_release(tx.comp, &rk);
+  uct_ep_destroy(ep);
+  tx.close();
+  rx.close();
+}
+
+// uct_iface_progress counts the active messages it delivered, as UCT's progress contract says
+// (a caller that progresses while the count is non-zero, or sleeps once it is zero, relies on it).
+TEST(SrdProgress, ProgressCountsTheActiveMessagesItDelivers) {
+  Side tx, rx;
+  tx.open();
+  rx.open();
+  AmSeen seen;
+  ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(rx.iface, kAmId, peer_am, &seen, 0));
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  constexpr uint64_t kAms = 5;
+  for (uint64_t i = 0; i < kAms; ++i) {
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(ep, kAmId, i, nullptr, 0)) == UCS_ERR_NO_RESOURCE) tx.progress();
+    ASSERT_EQ(UCS_OK, st);
+  }
+  unsigned counted = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while (seen.count < kAms) {
+    tx.progress();
+    counted += uct_iface_progress(rx.iface);
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "AMs not delivered";
+  }
+  EXPECT_GE(counted, kAms);
+  for (void* d : seen.kept) uct_iface_release_desc(d);
+  uct_ep_destroy(ep);
+  tx.close();
+  rx.close();
 }
 
 // Resident memory of this process, in bytes.
