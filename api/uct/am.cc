@@ -187,9 +187,10 @@ int init_rx(SrdIface* iface) {
   pd.rq = efa_dp_wq_attr{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
   efa_dp_cq_attr real{ca.buffer, ca.entry_size, ca.num_entries, ca.doorbell};
   if (efa_cq_init(&iface->am_pcq, &real)) return -EINVAL;
-  iface->relay_store.assign(static_cast<size_t>(ca.num_entries) * EFA_IO_CQE_SIZE + 64, 0);
-  iface->relay = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(iface->relay_store.data()) + 63) &
-                                            ~uintptr_t{63});
+  iface->relay_len = static_cast<size_t>(ca.num_entries) * EFA_IO_CQE_SIZE;
+  void* r = mmap(nullptr, iface->relay_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return -ENOMEM;
+  iface->relay = static_cast<uint8_t*>(r);
   iface->relay_prod = 0;
   pd.cq = efa_dp_cq_attr{iface->relay, EFA_IO_CQE_SIZE, ca.num_entries, nullptr};
   pd.max_sq_sge = d.max_sq_sge;
@@ -396,16 +397,22 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   uint32_t credits = 2;
   while (credits < cfg->credits) credits <<= 1;
   iface->core_cfg.credits = credits;
-  // The receive queue holds the buffers of the most peers the table may grow to.
+  // The receive queue holds the buffers of the most peers the table may grow to, and the CQ
+  // their completions with the send queue's (a CQ that overruns stops).
+  constexpr uint32_t kSqWr = 256;
   const uint32_t per_peer = credits + PROTO_CTRL_SLACK;
+  const uint32_t cq_max = d.max_cq_depth ? d.max_cq_depth : 4096;
   iface->peer_limit = std::max<uint32_t>(1, std::min<uint32_t>(cfg->max_peers ? cfg->max_peers : 1, 0xfffeu));
   iface->peer_limit = std::min<uint32_t>(iface->peer_limit, std::max<uint32_t>(d.max_rq_wr / per_peer, 1));
+  if (cq_max > 2 * kSqWr)
+    iface->peer_limit = std::min<uint32_t>(iface->peer_limit, std::max<uint32_t>((cq_max - 2 * kSqWr) / per_peer, 1));
   iface->core_cfg.max_peers = std::min(iface->peer_limit, kInitialPeers);
   iface->core_cfg.max_unexp = 0;
   iface->core_cfg.ntx = 128;
   iface->core_cfg.max_ops = 64;
   backend::CqInitAttr ca;
   ca.entries = 4096;
+  while (ca.entries < iface->peer_limit * per_peer + 2 * kSqWr && ca.entries * 2 <= cq_max) ca.entries *= 2;
   ca.with_sgid = true;
   ca.with_event_fd = (d.device_caps & backend::kCapCqNotifications) != 0;
   int rc = iface->dev->dev->create_cq(ca, &iface->am_cq);
@@ -419,7 +426,7 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   qa.pd = iface->dev->pd;
   qa.send_cq = iface->am_cq;
   qa.recv_cq = iface->am_cq;
-  qa.max_send_wr = 256;
+  qa.max_send_wr = kSqWr;
   qa.max_recv_wr = proto_grow_rx_limit(&iface->core_cfg, iface->peer_limit);
   qa.max_send_sge = std::min<uint32_t>(d.max_sq_sge, 2);
   qa.max_recv_sge = 1;
@@ -468,6 +475,8 @@ void core_teardown(SrdIface* iface) {
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
   if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
   if (iface->core_bounce) munmap(iface->core_bounce, iface->core_bounce_len);
+  if (iface->relay) munmap(iface->relay, iface->relay_len);
+  iface->relay = nullptr;
   desc_pool_close(iface->descs);
   iface->descs = nullptr;
   iface->core_bounce = nullptr;

@@ -335,8 +335,8 @@ struct SrdIface {
   proto_ep* core = nullptr;
   // The core polls a relay of its CQ: senders new to us get their AH before the core sees them.
   efa_cq am_pcq{};
-  std::vector<uint8_t> relay_store;
-  uint8_t* relay = nullptr;
+  uint8_t* relay = nullptr;  // mmap (zeroed, committed as used), relay_len bytes
+  size_t relay_len = 0;
   uint32_t relay_prod = 0;
   std::vector<uint64_t> core_mem;
   uint8_t* core_bounce = nullptr;  // mmap: committed as the posted receive buffers are used
