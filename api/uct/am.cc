@@ -38,6 +38,7 @@ struct DescHead {
 // its interface's close frees itself (the pool outlives the interface until the last one).
 struct DescPool {
   size_t block = 0;
+  uint64_t allocs = 0;  // blocks allocated (the pool's misses)
   std::vector<void*> free;
   uint32_t out = 0;
   bool closed = false;
@@ -65,6 +66,7 @@ void* desc_get(DescPool* pool) {
   } else {
     b = std::malloc(pool->block);
     if (b == nullptr) return nullptr;
+    pool->allocs++;
   }
   pool->out++;
   return b;
@@ -93,21 +95,14 @@ int on_uct_am(void* arg, uint32_t, const void* payload, uint32_t len) {
   const uint32_t n = len - 1;
   // The payload lives in a core receive buffer that is reposted on return: the handler gets a
   // descriptor of its own so that it may keep it (UCS_INPROGRESS) until uct_iface_release_desc.
-  const size_t head = sizeof(DescHead) + iface->rx_headroom;
-  auto* block = static_cast<uint8_t*>(desc_get(iface->descs));
-  if (block == nullptr) return -FI_EAGAIN;
-  auto* h = reinterpret_cast<DescHead*>(block);
-  h->release.cb = desc_release;
-  h->pool = iface->descs;
-  h->self = &h->release;
-  uint8_t* data = block + head;
+  uint8_t* data = desc_new(iface);
+  if (data == nullptr) return -FI_EAGAIN;
   std::memcpy(data, static_cast<const uint8_t*>(payload) + 1, n);
   iface->stats.am_rx++;
-  iface->stats.desc_allocs++;
   iface->stats.am_copy_bytes += n;
   const uct_am_handler_t& hd = iface->super.am[id];
   ucs_status_t st = hd.cb(hd.arg, data, n, UCT_CB_PARAM_FLAG_DESC);
-  if (st != UCS_INPROGRESS) desc_put(iface->descs, block);
+  if (st != UCS_INPROGRESS) desc_drop(iface, data);
   return 0;
 }
 
@@ -506,6 +501,22 @@ unsigned core_progress(SrdIface* iface) {
 
 bool core_idle(const SrdIface* iface) {
   return iface->core == nullptr || (proto_ep_idle(iface->core) && iface->amo_outstanding == 0);
+}
+
+uint64_t desc_allocs(const SrdIface* iface) { return iface->descs ? iface->descs->allocs : 0; }
+
+uint8_t* desc_new(SrdIface* iface) {
+  auto* block = static_cast<uint8_t*>(desc_get(iface->descs));
+  if (block == nullptr) return nullptr;
+  auto* h = reinterpret_cast<DescHead*>(block);
+  h->release.cb = desc_release;
+  h->pool = iface->descs;
+  h->self = &h->release;
+  return block + sizeof(DescHead) + iface->rx_headroom;
+}
+
+void desc_drop(SrdIface* iface, uint8_t* data) {
+  desc_put(iface->descs, data - iface->rx_headroom - sizeof(DescHead));
 }
 
 void fill_am_ops(uct_iface_ops_t* o) {

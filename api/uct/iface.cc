@@ -105,7 +105,7 @@ void print_stats(const SrdIface* iface) {
                static_cast<unsigned long long>(s.progress), static_cast<unsigned long long>(s.progress_idle),
                static_cast<unsigned long long>(s.rdma_wqes), static_cast<unsigned long long>(s.rdma_cqes),
                static_cast<unsigned long long>(s.am_tx), static_cast<unsigned long long>(s.am_rx),
-               static_cast<unsigned long long>(s.am_copy_bytes), static_cast<unsigned long long>(s.desc_allocs),
+               static_cast<unsigned long long>(s.am_copy_bytes), static_cast<unsigned long long>(desc_allocs(iface)),
                static_cast<unsigned long long>(c.tx_packets), static_cast<unsigned long long>(c.rx_packets),
                static_cast<unsigned long long>(c.credit_packets), static_cast<unsigned long long>(c.credit_stalls),
                iface->core->cfg.max_peers);
@@ -418,7 +418,7 @@ unsigned iface_progress(uct_iface_h tl) {
   unsigned n = 0;
   efa_dp_cqe c;
   iface->stats.progress++;
-  const uint64_t am_rx = iface->stats.am_rx;
+  const uint64_t rx = iface->stats.am_rx + iface->stats.tag_rx;
   // The RDMA QP's CQ holds completions of posted work only: nothing outstanding, nothing there.
   while (n < 64 && !iface->outstanding.empty() && efa_cq_poll(&iface->pcq, &c) == 0) {
     ++n;
@@ -433,8 +433,8 @@ unsigned iface_progress(uct_iface_h tl) {
     complete_op(iface, static_cast<uint32_t>(idx), st);
   }
   n += core_progress(iface);
-  n += static_cast<unsigned>(iface->stats.am_rx - am_rx);  // AMs the core delivered
   n += tag_progress(iface);
+  n += static_cast<unsigned>(iface->stats.am_rx + iface->stats.tag_rx - rx);  // messages the core delivered
   n += sockaddr_progress(iface);
   n += chunks_progress(iface);
   for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);

@@ -286,8 +286,8 @@ struct IfaceStats {
   uint64_t progress = 0, progress_idle = 0;  // iface_progress calls, and those that found nothing
   uint64_t rdma_wqes = 0, rdma_cqes = 0;      // RDMA WQEs posted, their completions
   uint64_t am_tx = 0, am_rx = 0;              // UCT AMs sent / delivered
+  uint64_t tag_rx = 0;                        // tagged messages delivered (matched or unexpected)
   uint64_t am_copy_bytes = 0;                 // bytes copied on the AM paths (gather, descriptors)
-  uint64_t desc_allocs = 0;                   // receive descriptors allocated
 };
 
 struct SrdIface {
@@ -432,6 +432,13 @@ ucs_status_t ep_core_connect(SrdEp* ep);
 int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p);
 inline constexpr uint32_t kInitialPeers = 8;
 void fill_am_ops(uct_iface_ops_t* ops);
+// AM receive descriptors allocated so far (the rest were reused).
+uint64_t desc_allocs(const SrdIface* iface);
+// A UCT_CB_PARAM_FLAG_DESC descriptor of the interface's pool for a received payload (at most
+// proto_am_max bytes; rx_headroom before it): its data pointer, or null. desc_drop returns one
+// the handler did not keep; one it kept returns with uct_iface_release_desc.
+uint8_t* desc_new(SrdIface* iface);
+void desc_drop(SrdIface* iface, uint8_t* data);
 
 // amo.cc: atomics on the core, and the registrations its MR table mirrors.
 void fill_amo_ops(uct_iface_ops_t* ops);
