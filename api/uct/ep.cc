@@ -239,6 +239,7 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
       return st;
     }
     if (!all) ep->chunk_queue.push_back(c);
+    iface->stats.rma_ops++;
     return UCS_INPROGRESS;
   }
   uint32_t idx;
@@ -250,7 +251,9 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
   }
   iface->ops[idx].comp = comp;
   st = post_rdma(ep, idx, kind, efa_op, addr, len, lkey, raddr, rkey, false);
-  return st == UCS_OK ? UCS_INPROGRESS : st;
+  if (st != UCS_OK) return st;
+  iface->stats.rma_ops++;
+  return UCS_INPROGRESS;
 }
 
 ucs_status_t put_zcopy(uct_ep_h tl, const uct_iov_t* iov, size_t iovcnt, uint64_t raddr,

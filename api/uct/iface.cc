@@ -99,12 +99,14 @@ void print_stats(const SrdIface* iface) {
   const IfaceStats& s = iface->stats;
   const proto_stats& c = iface->core->stats;
   std::fprintf(stderr,
-               "xpufab srd stats: progress %llu idle %llu rdma_wqes %llu rdma_cqes %llu am_tx %llu am_rx %llu "
-               "am_copy_bytes %llu desc_allocs %llu core_tx_packets %llu core_rx_packets %llu "
-               "credit_packets %llu credit_stalls %llu peers %u\n",
+               "xpufab srd stats: progress %llu idle %llu rma_ops %llu rdma_wqes %llu rdma_cqes %llu am_tx %llu "
+               "am_rx %llu tag_rx %llu am_copy_bytes %llu desc_allocs %llu core_tx_packets %llu "
+               "core_rx_packets %llu credit_packets %llu credit_stalls %llu peers %u\n",
                static_cast<unsigned long long>(s.progress), static_cast<unsigned long long>(s.progress_idle),
+               static_cast<unsigned long long>(s.rma_ops),
                static_cast<unsigned long long>(s.rdma_wqes), static_cast<unsigned long long>(s.rdma_cqes),
                static_cast<unsigned long long>(s.am_tx), static_cast<unsigned long long>(s.am_rx),
+               static_cast<unsigned long long>(s.tag_rx),
                static_cast<unsigned long long>(s.am_copy_bytes), static_cast<unsigned long long>(desc_allocs(iface)),
                static_cast<unsigned long long>(c.tx_packets), static_cast<unsigned long long>(c.rx_packets),
                static_cast<unsigned long long>(c.credit_packets), static_cast<unsigned long long>(c.credit_stalls),

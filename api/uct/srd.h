@@ -284,6 +284,7 @@ struct SaClient {  // client: an endpoint created with a sockaddr
 // its work per operation from the device's.
 struct IfaceStats {
   uint64_t progress = 0, progress_idle = 0;  // iface_progress calls, and those that found nothing
+  uint64_t rma_ops = 0;                       // zcopy puts and gets accepted
   uint64_t rdma_wqes = 0, rdma_cqes = 0;      // RDMA WQEs posted, their completions
   uint64_t am_tx = 0, am_rx = 0;              // UCT AMs sent / delivered
   uint64_t tag_rx = 0;                        // tagged messages delivered (matched or unexpected)
