@@ -11,11 +11,10 @@
 //   client -> server  kCmNotify                      uct_cm_client_ep_conn_notify
 //   either            kCmDisconnect                  uct_ep_disconnect
 //
-// A server's sockets are watched by the worker's async context (ucs_async_set_event_handler), as
-// UCX's own CMs watch theirs: a connection request, a client's notify or disconnect runs the CM
-// from the async thread, and UCP's callbacks then signal the worker, so that a server asleep in
-// ucp_worker_wait hears of it (a client's sockets are followed from progress, see watch()).
-// The worker's progress looks at every socket too (at most every kIdleScanNs while nothing
+// Every socket is watched by the worker's async context (ucs_async_set_event_handler), as UCX's
+// own CMs watch theirs: a connection request or a (dis)connection runs the CM from the async
+// thread, and UCP's callbacks then signal the worker, so that a program asleep in
+// ucp_worker_wait hears of it. The worker's progress looks at every socket too (at most every kIdleScanNs while nothing
 // happens), which covers events that came while the context was blocked, and contexts in poll
 // mode. Callbacks may thus come from either thread, which
 // UCT_CB_FLAG_ASYNC (required, as UCX's base CM does) allows; the CM's state is guarded by the
@@ -218,10 +217,6 @@ void on_socket_event(int fd, ucs_event_set_types_t events, void* arg);
 
 // Edge-triggered: every reader here drains its socket to EAGAIN, and a socket whose data waits
 // for the user (a delivered request) must not wake the async thread again and again.
-// The server's sockets only (listeners, requests, the endpoints made on them): a client's
-// connection is followed from progress. With client callbacks from the async thread as well,
-// ucp_sockaddr_test's clients saw their close flush fail (UCS_ERR_ENDPOINT_TIMEOUT) in about
-// one run in eight, which remains to be understood.
 void watch(Cm* cm, int fd) {
   ucs_async_context_t* a = async_of(cm);
   const ucs_async_mode_t mode = reinterpret_cast<xpufab_async_context_head_t*>(a)->mode;
@@ -667,6 +662,7 @@ ucs_status_t client_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   CmEp* ep = new_ep(cm, p, false);
   ep->connect_cb = p->sockaddr_cb_client;
   ep->fd = fd;
+  watch(cm, fd);
   std::memcpy(&ep->peer, p->sockaddr->addr, len);
   ep->peer_len = len;
   ep->state = CmEp::kConnecting;
