@@ -217,11 +217,12 @@ void on_socket_event(int fd, ucs_event_set_types_t events, void* arg);
 
 // Edge-triggered: every reader here drains its socket to EAGAIN, and a socket whose data waits
 // for the user (a delivered request) must not wake the async thread again and again.
-void watch(Cm* cm, int fd) {
+void watch(Cm* cm, int fd, bool writable = false) {
   ucs_async_context_t* a = async_of(cm);
   const ucs_async_mode_t mode = reinterpret_cast<xpufab_async_context_head_t*>(a)->mode;
   if (mode == UCS_ASYNC_MODE_POLL) return;  // no thread to wake: progress scans
-  const int events = UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EVERR | UCS_EVENT_SET_EDGE_TRIGGERED;
+  int events = UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EVERR | UCS_EVENT_SET_EDGE_TRIGGERED;
+  if (writable) events |= UCS_EVENT_SET_EVWRITE;
   ucs_async_set_event_handler(mode, fd, static_cast<ucs_event_set_types_t>(events), on_socket_event, cm, a);
 }
 
@@ -662,7 +663,7 @@ ucs_status_t client_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   CmEp* ep = new_ep(cm, p, false);
   ep->connect_cb = p->sockaddr_cb_client;
   ep->fd = fd;
-  watch(cm, fd);
+  watch(cm, fd, true);  // writable: the connection is up
   std::memcpy(&ep->peer, p->sockaddr->addr, len);
   ep->peer_len = len;
   ep->state = CmEp::kConnecting;

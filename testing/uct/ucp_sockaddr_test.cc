@@ -4,7 +4,9 @@
 // UCX_TLS=srd and UCX_SOCKADDR_TLS_PRIORITY=xpufab, exchanging tagged messages and closing;
 // a third client is rejected (ucp_listener_reject) and its error handler sees UCS_ERR_REJECTED.
 // The server waits for its first connection request asleep on the worker's event fd
-// (ucp_worker_arm, then poll: what ucp_worker_wait does), which only the CM's sockets can wake.
+// (ucp_worker_arm, then poll: what ucp_worker_wait does), which only the CM's sockets can wake,
+// and the first client sleeps the same way while its connection is made and its first message
+// goes (the CM's resolve and reply, then the wireup over srd, each wake it).
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -196,6 +198,29 @@ void sleep_until_request(Ucp* u, const ServerState& s) {
   std::exit(0);
 }
 
+// Sleeps on the worker's event fd until req completes: the CM's connection (resolve, reply) and
+// the wireup over srd must each wake the worker.
+void sleep_until_done(Ucp* u, void* req) {
+  if (req == nullptr) return;
+  CHECK(!UCS_PTR_IS_ERR(req), "request: %s", ucs_status_string(UCS_PTR_STATUS(req)));
+  int efd = -1;
+  CHECK(ucp_worker_get_efd(u->worker, &efd) == UCS_OK, "ucp_worker_get_efd");
+  // As ucp_worker_wait is meant to be used: progress until there is nothing to do, arm, sleep.
+  for (;;) {
+    while (ucp_worker_progress(u->worker) != 0) {
+    }
+    if (ucp_request_check_status(req) != UCS_INPROGRESS) break;
+    const ucs_status_t st = ucp_worker_arm(u->worker);
+    if (st == UCS_ERR_BUSY) continue;
+    CHECK(st == UCS_OK, "ucp_worker_arm: %s", ucs_status_string(st));
+    pollfd p{efd, POLLIN, 0};
+    CHECK(poll(&p, 1, 20000) == 1, "asleep on the worker's event fd: the send never completes");
+  }
+  const ucs_status_t st = ucp_request_check_status(req);
+  CHECK(st == UCS_OK, "send: %s", ucs_status_string(st));
+  ucp_request_free(req);
+}
+
 void client_round(Ucp* u, const sockaddr_in& to, int round) {
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
@@ -204,7 +229,13 @@ void client_round(Ucp* u, const sockaddr_in& to, int round) {
   ep.sockaddr.addrlen = sizeof(to);
   ucp_ep_h e;
   CHECK(ucp_ep_create(u->worker, &ep, &e) == UCS_OK, "client ep create");
-  u->send(e, "hello " + std::to_string(round));
+  const std::string hello = "hello " + std::to_string(round);
+  if (round == 0) {  // asleep while the connection is made
+    ucp_request_param_t rp{};
+    sleep_until_done(u, ucp_tag_send_nbx(e, hello.data(), hello.size() + 1, kTag, &rp));
+  } else {
+    u->send(e, hello);
+  }
   const std::string got = u->recv();
   CHECK(got == "welcome " + std::to_string(round), "client got '%s'", got.c_str());
   u->close_ep(e);
@@ -259,7 +290,7 @@ int main(int argc, char** argv) {
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   to.sin_port = htons(port);
   Ucp u;
-  u.open();
+  u.open(UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP);
   for (int round = 0; round < 2; ++round) client_round(&u, to, round);
   client_rejected(&u, to);
   u.close();
