@@ -3,6 +3,7 @@
 // core AM kUctAmId, and core AM kCtlAmId carries the connection handshake. Senders unknown to
 // the core (no AH here yet) are given an AH and a peer entry before the core polls their packet.
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "api/backend/backend.h"
+#include "api/proto/grow.h"
 #include "api/uct/srd.h"
 
 namespace xpufab {
@@ -25,11 +27,65 @@ struct __attribute__((packed)) CtlMsg {
 
 // A UCT_CB_PARAM_FLAG_DESC descriptor: what uct_iface_release_desc finds before `desc`.
 struct DescHead {
-  uct_recv_desc_t release;
-  uct_recv_desc_t* self;
+  uct_recv_desc_t release;  // first: the callback gets its address
+  DescPool* pool;
+  uct_recv_desc_t* self;    // last: uct_iface_release_desc reads it just before the headroom
 };
 
-void desc_release(uct_recv_desc_t* self, void*) { std::free(self); }
+}  // namespace
+
+// Descriptors of one size, reused instead of allocated per AM. A descriptor the user keeps past
+// its interface's close frees itself (the pool outlives the interface until the last one).
+struct DescPool {
+  size_t block = 0;
+  uint64_t allocs = 0;  // blocks allocated (the pool's misses)
+  std::vector<void*> free;
+  uint32_t out = 0;
+  bool closed = false;
+};
+
+namespace {
+
+void desc_release(uct_recv_desc_t* self, void*) {
+  auto* h = reinterpret_cast<DescHead*>(self);
+  DescPool* pool = h->pool;
+  pool->out--;
+  if (!pool->closed) {
+    pool->free.push_back(h);
+    return;
+  }
+  std::free(h);
+  if (pool->out == 0) delete pool;
+}
+
+void* desc_get(DescPool* pool) {
+  void* b;
+  if (!pool->free.empty()) {
+    b = pool->free.back();
+    pool->free.pop_back();
+  } else {
+    b = std::malloc(pool->block);
+    if (b == nullptr) return nullptr;
+    pool->allocs++;
+  }
+  pool->out++;
+  return b;
+}
+
+void desc_put(DescPool* pool, void* b) {
+  pool->out--;
+  pool->free.push_back(b);
+}
+
+void desc_pool_close(DescPool* pool) {
+  if (pool == nullptr) return;
+  for (void* b : pool->free) std::free(b);
+  pool->free.clear();
+  if (pool->out == 0)
+    delete pool;
+  else
+    pool->closed = true;
+}
 
 int on_uct_am(void* arg, uint32_t, const void* payload, uint32_t len) {
   auto* iface = static_cast<SrdIface*>(arg);
@@ -39,17 +95,14 @@ int on_uct_am(void* arg, uint32_t, const void* payload, uint32_t len) {
   const uint32_t n = len - 1;
   // The payload lives in a core receive buffer that is reposted on return: the handler gets a
   // descriptor of its own so that it may keep it (UCS_INPROGRESS) until uct_iface_release_desc.
-  const size_t head = sizeof(DescHead) + iface->rx_headroom;
-  auto* block = static_cast<uint8_t*>(std::malloc(head + n + 1));
-  if (block == nullptr) return -FI_EAGAIN;
-  auto* h = reinterpret_cast<DescHead*>(block);
-  h->release.cb = desc_release;
-  h->self = &h->release;
-  uint8_t* data = block + head;
+  uint8_t* data = desc_new(iface);
+  if (data == nullptr) return -FI_EAGAIN;
   std::memcpy(data, static_cast<const uint8_t*>(payload) + 1, n);
+  iface->stats.am_rx++;
+  iface->stats.am_copy_bytes += n;
   const uct_am_handler_t& hd = iface->super.am[id];
   ucs_status_t st = hd.cb(hd.arg, data, n, UCT_CB_PARAM_FLAG_DESC);
-  if (st != UCS_INPROGRESS) std::free(block);
+  if (st != UCS_INPROGRESS) desc_drop(iface, data);
   return 0;
 }
 
@@ -93,7 +146,7 @@ void relay_cqes(SrdIface* iface) {
       backend::Ah* ah = nullptr;
       uint32_t idx;
       if (ah_get(iface, c.raw.u.src_addr, &ah) == 0) {
-        if (proto_peer_add(iface->core, ah->ahn(), c.raw.base.src_qp_num, kQkey, &idx) == 0)
+        if (core_peer_add(iface, ah->ahn(), c.raw.base.src_qp_num, &idx) == 0)
           c.raw.base.ah = ah->ahn();
         else
           ah_put(iface, c.raw.u.src_addr);  // table full: the core drops it as from nobody
@@ -105,7 +158,7 @@ void relay_cqes(SrdIface* iface) {
       backend::Ah* ah = nullptr;
       uint32_t idx;
       if (gid_of_ahn(iface->dev, c.raw.base.ah, gid) && ah_get(iface, gid, &ah) == 0 &&
-          proto_peer_add(iface->core, ah->ahn(), c.raw.base.src_qp_num, kQkey, &idx) != 0)
+          core_peer_add(iface, ah->ahn(), c.raw.base.src_qp_num, &idx) != 0)
         ah_put(iface, gid);
     }
     const uint32_t p = iface->relay_prod++;
@@ -129,9 +182,10 @@ int init_rx(SrdIface* iface) {
   pd.rq = efa_dp_wq_attr{rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
   efa_dp_cq_attr real{ca.buffer, ca.entry_size, ca.num_entries, ca.doorbell};
   if (efa_cq_init(&iface->am_pcq, &real)) return -EINVAL;
-  iface->relay_store.assign(static_cast<size_t>(ca.num_entries) * EFA_IO_CQE_SIZE + 64, 0);
-  iface->relay = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(iface->relay_store.data()) + 63) &
-                                            ~uintptr_t{63});
+  iface->relay_len = static_cast<size_t>(ca.num_entries) * EFA_IO_CQE_SIZE;
+  void* r = mmap(nullptr, iface->relay_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return -ENOMEM;
+  iface->relay = static_cast<uint8_t*>(r);
   iface->relay_prod = 0;
   pd.cq = efa_dp_cq_attr{iface->relay, EFA_IO_CQE_SIZE, ca.num_entries, nullptr};
   pd.max_sq_sge = d.max_sq_sge;
@@ -141,10 +195,14 @@ int init_rx(SrdIface* iface) {
   pd.caps = (d.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0;
   const size_t mem = proto_ep_mem_size(&iface->core_cfg, &pd);
   iface->core_mem.assign(mem / 8 + 16, 0);
-  const size_t bounce = proto_bounce_size(&iface->core_cfg, &pd);
-  iface->core_bounce_store.assign(bounce + 4096, 0);
-  auto* b = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(iface->core_bounce_store.data()) + 4095) & ~uintptr_t{4095});
+  // Room for the receive buffers of every peer the table may grow to, committed by the kernel
+  // as they are first written: only the buffers of the peers present are posted.
+  const size_t bounce = proto_grow_bounce_size(&iface->core_cfg, &pd, iface->peer_limit);
+  void* m = mmap(nullptr, bounce, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return -ENOMEM;
+  iface->core_bounce = static_cast<uint8_t*>(m);
+  iface->core_bounce_len = bounce;
+  auto* b = iface->core_bounce;
   backend::MrInitAttr ma;
   ma.addr = b;
   ma.length = bounce;
@@ -154,10 +212,13 @@ int init_rx(SrdIface* iface) {
   iface->core = new proto_ep();
   rc = proto_ep_init(iface->core, &iface->core_cfg, &pd, iface->core_mem.data(), iface->core_mem.size() * 8, b,
                      iface->core_mr->lkey());
+  if (rc == 0) rc = proto_grow_reserve(iface->core, iface->peer_limit);
   if (rc) return -EINVAL;
   proto_am_set_handler(iface->core, kUctAmId, on_uct_am, iface);
   proto_am_set_handler(iface->core, kCtlAmId, on_ctl, iface);
   iface->scratch.assign(proto_am_max(iface->core), 0);
+  iface->descs = new DescPool();
+  iface->descs->block = sizeof(DescHead) + iface->rx_headroom + iface->scratch.size();
   return 0;
 }
 
@@ -185,6 +246,8 @@ ucs_status_t am_send(SrdEp* ep, uint8_t id, const void* a, uint32_t alen, const 
     return UCS_ERR_NO_RESOURCE;
   }
   if (rc) return UCS_ERR_INVALID_PARAM;
+  iface->stats.am_tx++;
+  iface->stats.am_copy_bytes += alen;
   return UCS_OK;
 }
 
@@ -298,10 +361,23 @@ void ahs_release(SrdIface* iface) {
 
 }  // namespace
 
+int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p) {
+  proto_ep* core = iface->core;
+  int rc = proto_peer_add(core, ahn, qpn, kQkey, idx_p);
+  if (rc != -FI_ENOSPC || core->cfg.max_peers >= iface->peer_limit) return rc;
+  // Full: twice the entries (and their receive buffers), up to the limit.
+  const uint32_t n = std::min(iface->peer_limit, core->cfg.max_peers * 2);
+  std::vector<uint64_t> table(proto_grow_mem_size(&core->cfg, n) / 8 + 1);
+  rc = proto_grow_peers(core, n, table.data(), table.size() * 8);
+  if (rc) return rc;
+  iface->peer_tables.push_back(std::move(table));
+  return proto_peer_add(core, ahn, qpn, kQkey, idx_p);
+}
+
 ucs_status_t ep_core_connect(SrdEp* ep) {
   SrdIface* iface = ep->iface;
   if (ep->peer_idx == PROTO_NONE) {
-    int rc = proto_peer_add(iface->core, ep->ahn, static_cast<uint16_t>(ep->peer.am_qpn), kQkey, &ep->peer_idx);
+    int rc = core_peer_add(iface, ep->ahn, static_cast<uint16_t>(ep->peer.am_qpn), &ep->peer_idx);
     if (rc) return UCS_ERR_EXCEEDS_LIMIT;
   }
   CtlMsg req{kCtlConnReq, iface->am_qpn};
@@ -313,15 +389,25 @@ ucs_status_t ep_core_connect(SrdEp* ep) {
 int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   const backend::DeviceAttr& d = iface->dev->attr;
   proto_config_default(&iface->core_cfg);
-  iface->core_cfg.max_peers = cfg->max_peers ? cfg->max_peers : 16;
   uint32_t credits = 2;
   while (credits < cfg->credits) credits <<= 1;
   iface->core_cfg.credits = credits;
+  // The receive queue holds the buffers of the most peers the table may grow to, and the CQ
+  // their completions with the send queue's (a CQ that overruns stops).
+  constexpr uint32_t kSqWr = 256;
+  const uint32_t per_peer = credits + PROTO_CTRL_SLACK;
+  const uint32_t cq_max = d.max_cq_depth ? d.max_cq_depth : 4096;
+  iface->peer_limit = std::max<uint32_t>(1, std::min<uint32_t>(cfg->max_peers ? cfg->max_peers : 1, 0xfffeu));
+  iface->peer_limit = std::min<uint32_t>(iface->peer_limit, std::max<uint32_t>(d.max_rq_wr / per_peer, 1));
+  if (cq_max > 2 * kSqWr)
+    iface->peer_limit = std::min<uint32_t>(iface->peer_limit, std::max<uint32_t>((cq_max - 2 * kSqWr) / per_peer, 1));
+  iface->core_cfg.max_peers = std::min(iface->peer_limit, kInitialPeers);
   iface->core_cfg.max_unexp = 0;
   iface->core_cfg.ntx = 128;
   iface->core_cfg.max_ops = 64;
   backend::CqInitAttr ca;
   ca.entries = 4096;
+  while (ca.entries < iface->peer_limit * per_peer + 2 * kSqWr && ca.entries * 2 <= cq_max) ca.entries *= 2;
   ca.with_sgid = true;
   ca.with_event_fd = (d.device_caps & backend::kCapCqNotifications) != 0;
   int rc = iface->dev->dev->create_cq(ca, &iface->am_cq);
@@ -335,10 +421,8 @@ int core_setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   qa.pd = iface->dev->pd;
   qa.send_cq = iface->am_cq;
   qa.recv_cq = iface->am_cq;
-  qa.max_send_wr = 256;
-  uint32_t nrx = 1;
-  while (nrx < proto_rx_buffers(&iface->core_cfg)) nrx <<= 1;
-  qa.max_recv_wr = nrx;
+  qa.max_send_wr = kSqWr;
+  qa.max_recv_wr = proto_grow_rx_limit(&iface->core_cfg, iface->peer_limit);
   qa.max_send_sge = std::min<uint32_t>(d.max_sq_sge, 2);
   qa.max_recv_sge = 1;
   rc = iface->ib_ops->create_qp(iface, &qa, &iface->am_qp);
@@ -385,6 +469,13 @@ void core_teardown(SrdIface* iface) {
   if (iface->am_qp) iface->dev->dev->destroy_qp(iface->am_qp);
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
   if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
+  if (iface->core_bounce) munmap(iface->core_bounce, iface->core_bounce_len);
+  if (iface->relay) munmap(iface->relay, iface->relay_len);
+  iface->relay = nullptr;
+  desc_pool_close(iface->descs);
+  iface->descs = nullptr;
+  iface->core_bounce = nullptr;
+  iface->peer_tables.clear();
   ahs_release(iface);
   delete iface->core;
   iface->core = nullptr;
@@ -410,6 +501,22 @@ unsigned core_progress(SrdIface* iface) {
 
 bool core_idle(const SrdIface* iface) {
   return iface->core == nullptr || (proto_ep_idle(iface->core) && iface->amo_outstanding == 0);
+}
+
+uint64_t desc_allocs(const SrdIface* iface) { return iface->descs ? iface->descs->allocs : 0; }
+
+uint8_t* desc_new(SrdIface* iface) {
+  auto* block = static_cast<uint8_t*>(desc_get(iface->descs));
+  if (block == nullptr) return nullptr;
+  auto* h = reinterpret_cast<DescHead*>(block);
+  h->release.cb = desc_release;
+  h->pool = iface->descs;
+  h->self = &h->release;
+  return block + sizeof(DescHead) + iface->rx_headroom;
+}
+
+void desc_drop(SrdIface* iface, uint8_t* data) {
+  desc_put(iface->descs, data - iface->rx_headroom - sizeof(DescHead));
 }
 
 void fill_am_ops(uct_iface_ops_t* o) {

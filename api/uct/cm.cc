@@ -11,10 +11,15 @@
 //   client -> server  kCmNotify                      uct_cm_client_ep_conn_notify
 //   either            kCmDisconnect                  uct_ep_disconnect
 //
-// Everything runs from the worker's progress (uct_worker_progress), on non-blocking sockets;
-// the user callbacks run there too, which UCT_CB_FLAG_ASYNC (required, as UCX's base CM does)
-// allows. A callback may destroy any object: events are gathered first, then delivered each
-// after checking its target still exists.
+// Every socket is watched by the worker's async context (ucs_async_set_event_handler), as UCX's
+// own CMs watch theirs: a connection request or a (dis)connection runs the CM from the async
+// thread, and UCP's callbacks then signal the worker, so that a program asleep in
+// ucp_worker_wait hears of it. The worker's progress looks at every socket too (at most every kIdleScanNs while nothing
+// happens), which covers events that came while the context was blocked, and contexts in poll
+// mode. Callbacks may thus come from either thread, which
+// UCT_CB_FLAG_ASYNC (required, as UCX's base CM does) allows; the CM's state is guarded by the
+// async context's lock. A callback may destroy any object: events are gathered first, then
+// delivered each after checking its target still exists.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -23,7 +28,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -94,7 +101,8 @@ struct Cm {
   std::list<Listener*> listeners;
   std::map<uint64_t, CmEp*> eps;
   uint64_t next_serial = 1;
-  uint64_t next_scan = 0;  // cm_progress: no socket looked at before this time
+  // cm_progress: no socket looked at before this time (kNever while the CM has none).
+  std::atomic<uint64_t> next_scan{0};
 };
 
 // UCS_ASYNC_BLOCK / UNBLOCK on the worker's async context (ucx_compat.h). Signal mode is not
@@ -122,6 +130,20 @@ void async_unblock(ucs_async_context_t* a) {
     --h->poll_block;
   }
 }
+
+ucs_async_context_t* async_of(const Cm* cm) { return cm->super.iface.worker->async; }
+
+// Holds the worker's async lock (recursively) for one entry into the CM.
+class AsyncGuard {
+ public:
+  explicit AsyncGuard(const Cm* cm) : a_(async_of(cm)) { async_block(a_); }
+  ~AsyncGuard() { async_unblock(a_); }
+  AsyncGuard(const AsyncGuard&) = delete;
+  AsyncGuard& operator=(const AsyncGuard&) = delete;
+
+ private:
+  ucs_async_context_t* a_;
+};
 
 Cm* cm_of(uct_cm_h h) { return reinterpret_cast<Cm*>(h); }
 Listener* listener_of(uct_listener_h h) { return reinterpret_cast<Listener*>(h); }
@@ -184,8 +206,24 @@ int take_frame(std::vector<uint8_t>* in, CmHdr* h, std::vector<uint8_t>* data) {
 }
 
 void close_fd(int* fd) {
-  if (*fd >= 0) ::close(*fd);
+  if (*fd >= 0) {
+    ucs_async_remove_handler(*fd, 1);  // no-op (NO_ELEM) for a socket never watched
+    ::close(*fd);
+  }
   *fd = -1;
+}
+
+void on_socket_event(int fd, ucs_event_set_types_t events, void* arg);
+
+// Edge-triggered: every reader here drains its socket to EAGAIN, and a socket whose data waits
+// for the user (a delivered request) must not wake the async thread again and again.
+void watch(Cm* cm, int fd, bool writable = false) {
+  ucs_async_context_t* a = async_of(cm);
+  const ucs_async_mode_t mode = reinterpret_cast<xpufab_async_context_head_t*>(a)->mode;
+  if (mode == UCS_ASYNC_MODE_POLL) return;  // no thread to wake: progress scans
+  int events = UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EVERR | UCS_EVENT_SET_EDGE_TRIGGERED;
+  if (writable) events |= UCS_EVENT_SET_EVWRITE;
+  ucs_async_set_event_handler(mode, fd, static_cast<ucs_event_set_types_t>(events), on_socket_event, cm, a);
 }
 
 uct_cm_remote_data_t remote_data(const uint8_t* dev, const std::vector<uint8_t>& priv) {
@@ -376,6 +414,7 @@ void listener_progress(Listener* l, std::vector<Event>* ev) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     l->conns.push_back(new Conn{l, fd, peer, len, {}, false});
+    watch(l->cm, fd);
   }
   for (auto it = l->conns.begin(); it != l->conns.end();) {
     Conn* c = *it++;
@@ -424,12 +463,10 @@ uint64_t now_ns() {
 // otherwise at most every kIdleScanNs, so that the data path does not pay a system call per
 // endpoint per progress call.
 constexpr uint64_t kIdleScanNs = 50000;
+constexpr uint64_t kNever = UINT64_MAX;
 
-unsigned cm_progress(void* arg) {
-  Cm* cm = static_cast<Cm*>(arg);
-  if (cm->listeners.empty() && cm->eps.empty()) return 0;
-  const uint64_t now = now_ns();
-  if (now < cm->next_scan) return 0;
+// Looks at every socket and delivers what happened; the caller holds the async lock.
+unsigned cm_scan(Cm* cm) {
   std::vector<Event> ev;
   for (Listener* l : cm->listeners) listener_progress(l, &ev);
   for (auto& kv : cm->eps) {
@@ -438,19 +475,35 @@ unsigned cm_progress(void* arg) {
     else
       client_progress(kv.second, &ev);
   }
-  cm->next_scan = ev.empty() ? now + kIdleScanNs : 0;
-  if (ev.empty()) return 0;
-  ucs_async_context_t* async = cm->super.iface.worker->async;
-  async_block(async);
+  if (cm->listeners.empty() && cm->eps.empty())
+    cm->next_scan = kNever;
+  else
+    cm->next_scan = ev.empty() ? now_ns() + kIdleScanNs : 0;
   for (auto& e : ev) e();
-  async_unblock(async);
   return static_cast<unsigned>(ev.size());
+}
+
+// The async thread (or, for an event missed while the context was blocked, the thread that
+// unblocks it), with the context blocked.
+void on_socket_event(int, ucs_event_set_types_t, void* arg) {
+  Cm* cm = static_cast<Cm*>(arg);
+  AsyncGuard g(cm);
+  cm_scan(cm);
+}
+
+unsigned cm_progress(void* arg) {
+  Cm* cm = static_cast<Cm*>(arg);
+  const uint64_t next = cm->next_scan.load(std::memory_order_relaxed);
+  if (next == kNever || (next != 0 && now_ns() < next)) return 0;
+  AsyncGuard g(cm);
+  return cm_scan(cm);
 }
 
 // ---- endpoint ops (through the CM's interface) ----
 
 ucs_status_t ep_connect(uct_ep_h tl, const uct_ep_connect_params_t* params) {
   CmEp* ep = cep_of(tl);
+  AsyncGuard g(ep->cm);
   if (ep->server || params == nullptr) return UCS_ERR_INVALID_PARAM;
   if (ep->state != CmEp::kWaitConnect) return ep->state == CmEp::kFailed ? UCS_ERR_NOT_CONNECTED : UCS_ERR_BUSY;
   const void* priv = (params->field_mask & UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA) ? params->private_data : nullptr;
@@ -461,6 +514,7 @@ ucs_status_t ep_connect(uct_ep_h tl, const uct_ep_connect_params_t* params) {
 
 ucs_status_t ep_conn_notify(uct_ep_h tl) {
   CmEp* ep = cep_of(tl);
+  AsyncGuard g(ep->cm);
   if (ep->server) return UCS_ERR_INVALID_PARAM;
   if (ep->state != CmEp::kConnected || ep->fd < 0) return UCS_ERR_NOT_CONNECTED;
   return send_frame(ep->cm, ep->fd, kCmNotify, UCS_OK, nullptr, 0) ? UCS_OK : UCS_ERR_IO_ERROR;
@@ -468,6 +522,7 @@ ucs_status_t ep_conn_notify(uct_ep_h tl) {
 
 ucs_status_t ep_disconnect(uct_ep_h tl, unsigned) {
   CmEp* ep = cep_of(tl);
+  AsyncGuard g(ep->cm);
   if (ep->state == CmEp::kFailed) return UCS_ERR_NOT_CONNECTED;
   if (ep->local_disc) return ep->remote_disc ? UCS_ERR_NOT_CONNECTED : UCS_INPROGRESS;
   if (ep->state != CmEp::kConnected) return UCS_ERR_BUSY;
@@ -482,6 +537,7 @@ ucs_status_t ep_disconnect(uct_ep_h tl, unsigned) {
 
 void ep_destroy(uct_ep_h tl) {
   CmEp* ep = cep_of(tl);
+  AsyncGuard g(ep->cm);
   close_fd(&ep->fd);
   ep->cm->eps.erase(ep->serial);
   delete ep;
@@ -607,6 +663,7 @@ ucs_status_t client_ep_create(Cm* cm, const uct_ep_params_t* p, uct_ep_h* ep_p) 
   CmEp* ep = new_ep(cm, p, false);
   ep->connect_cb = p->sockaddr_cb_client;
   ep->fd = fd;
+  watch(cm, fd, true);  // writable: the connection is up
   std::memcpy(&ep->peer, p->sockaddr->addr, len);
   ep->peer_len = len;
   ep->state = CmEp::kConnecting;
@@ -625,6 +682,7 @@ ucs_status_t cm_ep_create(const uct_ep_params_t* p, uct_ep_h* ep_p) {
   if ((p->field_mask & UCT_EP_PARAM_FIELD_SOCKADDR_DISCONNECT_CB) && p->disconnect_cb == nullptr)
     return UCS_ERR_INVALID_PARAM;
   Cm* cm = cm_of(p->cm);
+  AsyncGuard g(cm);
   if (p->field_mask & UCT_EP_PARAM_FIELD_CONN_REQUEST) return server_ep_create(cm, p, ep_p);
   return client_ep_create(cm, p, ep_p);
 }
@@ -634,6 +692,7 @@ ucs_status_t cm_ep_create(const uct_ep_params_t* p, uct_ep_h* ep_p) {
 ucs_status_t listener_create(uct_cm_h tl, const struct sockaddr* sa, socklen_t sl,
                              const uct_listener_params_t* p, uct_listener_h* l_p) {
   Cm* cm = cm_of(tl);
+  AsyncGuard g(cm);
   if (p == nullptr || l_p == nullptr || !(p->field_mask & UCT_LISTENER_PARAM_FIELD_CONN_REQUEST_CB) ||
       p->conn_request_cb == nullptr)
     return UCS_ERR_INVALID_PARAM;
@@ -665,6 +724,7 @@ ucs_status_t listener_create(uct_cm_h tl, const struct sockaddr* sa, socklen_t s
   l->cb = p->conn_request_cb;
   l->arg = (p->field_mask & UCT_LISTENER_PARAM_FIELD_USER_DATA) ? p->user_data : nullptr;
   cm->listeners.push_back(l);
+  watch(cm, fd);
   cm->next_scan = 0;
   *l_p = &l->super;
   return UCS_OK;
@@ -672,6 +732,7 @@ ucs_status_t listener_create(uct_cm_h tl, const struct sockaddr* sa, socklen_t s
 
 ucs_status_t listener_reject(uct_listener_h tl, uct_conn_request_h req) {
   Listener* l = listener_of(tl);
+  AsyncGuard g(l->cm);
   Conn* c = reinterpret_cast<Conn*>(req);
   for (Conn* x : l->conns) {
     if (x != c || !x->delivered) continue;
@@ -694,6 +755,7 @@ ucs_status_t listener_query(uct_listener_h tl, uct_listener_attr_t* attr) {
 
 void listener_destroy(uct_listener_h tl) {
   Listener* l = listener_of(tl);
+  AsyncGuard g(l->cm);
   while (!l->conns.empty()) conn_drop(l->conns.front());  // requests nobody took: the clients see EOF
   close_fd(&l->fd);
   l->cm->listeners.remove(l);
@@ -710,8 +772,11 @@ ucs_status_t cm_query(uct_cm_h, uct_cm_attr_t* attr) {
 
 void cm_close(uct_cm_h tl) {
   Cm* cm = cm_of(tl);
-  while (!cm->listeners.empty()) listener_destroy(&cm->listeners.front()->super);
-  while (!cm->eps.empty()) ep_destroy(&cm->eps.begin()->second->super.super);
+  {
+    AsyncGuard g(cm);
+    while (!cm->listeners.empty()) listener_destroy(&cm->listeners.front()->super);
+    while (!cm->eps.empty()) ep_destroy(&cm->eps.begin()->second->super.super);
+  }
   uct_worker_progress_unregister_safe(cm->worker, &cm->prog_id);
   release_device(cm->dev);
   delete cm;

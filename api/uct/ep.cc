@@ -109,6 +109,7 @@ ucs_status_t post_rdma(SrdEp* ep, uint32_t idx, OpKind kind, uint32_t efa_op, ui
     return rc == -FI_EAGAIN ? UCS_ERR_NO_RESOURCE : UCS_ERR_INVALID_PARAM;
   }
   ++iface->next_seq;
+  iface->stats.rdma_wqes++;
   if (op.rlen) ++ep->writes;
   iface->outstanding.insert(op.seq);
   ep->outstanding.insert(op.seq);
@@ -238,6 +239,7 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
       return st;
     }
     if (!all) ep->chunk_queue.push_back(c);
+    iface->stats.rma_ops++;
     return UCS_INPROGRESS;
   }
   uint32_t idx;
@@ -249,7 +251,9 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
   }
   iface->ops[idx].comp = comp;
   st = post_rdma(ep, idx, kind, efa_op, addr, len, lkey, raddr, rkey, false);
-  return st == UCS_OK ? UCS_INPROGRESS : st;
+  if (st != UCS_OK) return st;
+  iface->stats.rma_ops++;
+  return UCS_INPROGRESS;
 }
 
 ucs_status_t put_zcopy(uct_ep_h tl, const uct_iov_t* iov, size_t iovcnt, uint64_t raddr,
@@ -335,6 +339,7 @@ ucs_status_t ep_fence(uct_ep_h tl, unsigned) {
   SrdEp* ep = ep_of(tl);
   if (!ep->chunk_queue.empty()) {  // the chunks still to post belong before the fence
     ep->fence_deferred = true;
+    ep->iface->ep_fence_deferred = true;
     return UCS_OK;
   }
   ep->fence = true;
@@ -347,6 +352,7 @@ ucs_status_t pending_add(uct_ep_h tl, uct_pending_req_t* req, unsigned) {
   if (req == nullptr) return UCS_ERR_INVALID_PARAM;
   if (ep->pending.empty() && !ep->core_wait && resources_free(ep)) return UCS_ERR_BUSY;
   ep->pending.push_back(req);
+  ep->iface->pending_reqs++;
   return UCS_OK;
 }
 
@@ -355,6 +361,7 @@ void pending_purge(uct_ep_h tl, uct_pending_purge_callback_t cb, void* arg) {
   std::deque<uct_pending_req_t*> q;
   q.swap(ep->pending);
   ep->pending_done += q.size();
+  ep->iface->pending_reqs -= static_cast<uint32_t>(q.size());
   for (uct_pending_req_t* r : q)
     if (cb) cb(r, arg);
 }
@@ -449,6 +456,7 @@ void ep_destroy(uct_ep_h tl) {
     it = c.outstanding == 0 ? iface->chunked.erase(it) : std::next(it);
   }
   ep->chunk_queue.clear();
+  iface->pending_reqs -= static_cast<uint32_t>(ep->pending.size());  // dropped with it
   iface->eps.remove(ep);
   tag_ep_gone(iface, ep);
   sockaddr_ep_gone(ep);
@@ -549,7 +557,9 @@ bool any_chunk_queued(const SrdIface* iface) {
 }
 
 unsigned chunks_progress(SrdIface* iface) {
+  if (iface->chunked.empty() && !iface->fence_deferred && !iface->ep_fence_deferred) return 0;
   unsigned n = 0;
+  bool deferred = false;
   for (SrdEp* ep : iface->eps) {
     while (!ep->chunk_queue.empty() && chunk_post_some(ep->chunk_queue.front())) {
       ep->chunk_queue.pop_front();
@@ -560,7 +570,9 @@ unsigned chunks_progress(SrdIface* iface) {
       ep->fence = true;
       ep->fence_upto = iface->next_seq;
     }
+    deferred |= ep->fence_deferred;
   }
+  iface->ep_fence_deferred = deferred;
   if (iface->fence_deferred && !any_chunk_queued(iface)) {
     iface->fence_deferred = false;
     iface->fence = true;
@@ -570,6 +582,9 @@ unsigned chunks_progress(SrdIface* iface) {
 }
 
 void dispatch_pending(SrdIface* iface) {
+  // A core_wait left set by a request that was never queued only makes the next pending_add
+  // queue (dispatched by the next progress) rather than answer BUSY.
+  if (iface->pending_reqs == 0) return;
   for (SrdEp* ep : iface->eps) {
     ep->core_wait = false;  // progress may have freed transmit buffers: let the requests try
     ep->dispatching = true;
@@ -580,6 +595,7 @@ void dispatch_pending(SrdIface* iface) {
       if (!ep->pending.empty() && ep->pending.front() == r) {
         ep->pending.pop_front();
         ++ep->pending_done;
+        --iface->pending_reqs;
       }
     }
     ep->dispatching = false;

@@ -1,6 +1,7 @@
 // The srd interface: one SRD QP and one CQ on a backend device, the bounce buffers and
 // keep-alive word peers read, the ops table, caps, addresses, progress, events and iface flush.
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,11 +23,15 @@ ucs_config_field_t g_iface_config_table[] = {
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
      offsetof(SrdIfaceConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
-    {"RMA_CHUNK", "96k", "Zcopy puts and gets larger than this go as several RDMA requests of this\n"
-     "size in flight together.", offsetof(SrdIfaceConfig, rma_chunk), UCS_CONFIG_TYPE_MEMUNITS},
-    {"MAX_PEERS", "128", "Peers one interface exchanges messages with: UCP's endpoints to distinct\n"
-     "processes plus those connecting to us (receive buffers are reserved per peer; iface attr\n"
-     "max_num_eps reports it).", offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
+    {"RMA_CHUNK", "inf", "Zcopy puts and gets (and rendezvous reads) larger than this go as several RDMA\n"
+     "requests of this size in flight together; inf: one request each, up to the device's largest\n"
+     "RDMA (the device moves a large request in one piece, and each request costs it a round trip).",
+     offsetof(SrdIfaceConfig, rma_chunk), UCS_CONFIG_TYPE_MEMUNITS},
+    {"MAX_PEERS", "1024", "The most peers one interface exchanges messages with: UCP's endpoints to\n"
+     "distinct processes plus those connecting to us. The peer table and its receive buffers\n"
+     "(CREDITS + 2 per peer) start small and grow as peers come; the device's receive queue\n"
+     "length may lower the limit, which iface attr max_num_eps reports.",
+     offsetof(SrdIfaceConfig, max_peers), UCS_CONFIG_TYPE_UINT},
     {"CREDITS", "32", "Active messages a peer may have in flight to us (rounded up to a power of 2).",
      offsetof(SrdIfaceConfig, credits), UCS_CONFIG_TYPE_UINT},
     {"TM_ENABLE", "y", "Match tagged messages in the transport (the TAG_* offload rows) when the user\n"
@@ -72,11 +77,7 @@ void complete_flushes(SrdIface* iface, std::deque<FlushReq>* q, const std::set<u
   }
 }
 
-bool any_pending(const SrdIface* iface) {
-  for (const SrdEp* ep : iface->eps)
-    if (!ep->pending.empty()) return true;
-  return false;
-}
+bool any_pending(const SrdIface* iface) { return iface->pending_reqs != 0; }
 
 void iface_teardown(SrdIface* iface) {
   tag_teardown(iface);
@@ -84,6 +85,8 @@ void iface_teardown(SrdIface* iface) {
   if (iface->qp) iface->dev->dev->destroy_qp(iface->qp);
   if (iface->cq) iface->dev->dev->destroy_cq(iface->cq);
   if (iface->bounce_mr) iface->dev->dev->dereg_mr(iface->bounce_mr);
+  if (iface->bounce) munmap(iface->bounce, iface->bounce_len);
+  iface->bounce = nullptr;
   iface->ib_ops->cleanup_res_domain(iface);
   iface->qp = nullptr;
   iface->cq = nullptr;
@@ -92,8 +95,27 @@ void iface_teardown(SrdIface* iface) {
 
 // ---- iface ops ----
 
+void print_stats(const SrdIface* iface) {
+  const IfaceStats& s = iface->stats;
+  const proto_stats& c = iface->core->stats;
+  std::fprintf(stderr,
+               "xpufab srd stats: progress %llu idle %llu rma_ops %llu rdma_wqes %llu rdma_cqes %llu am_tx %llu "
+               "am_rx %llu tag_rx %llu am_copy_bytes %llu desc_allocs %llu core_tx_packets %llu "
+               "core_rx_packets %llu credit_packets %llu credit_stalls %llu peers %u\n",
+               static_cast<unsigned long long>(s.progress), static_cast<unsigned long long>(s.progress_idle),
+               static_cast<unsigned long long>(s.rma_ops),
+               static_cast<unsigned long long>(s.rdma_wqes), static_cast<unsigned long long>(s.rdma_cqes),
+               static_cast<unsigned long long>(s.am_tx), static_cast<unsigned long long>(s.am_rx),
+               static_cast<unsigned long long>(s.tag_rx),
+               static_cast<unsigned long long>(s.am_copy_bytes), static_cast<unsigned long long>(desc_allocs(iface)),
+               static_cast<unsigned long long>(c.tx_packets), static_cast<unsigned long long>(c.rx_packets),
+               static_cast<unsigned long long>(c.credit_packets), static_cast<unsigned long long>(c.credit_stalls),
+               iface->core->cfg.max_peers);
+}
+
 void iface_close(uct_iface_h tl) {
   SrdIface* iface = iface_of(tl);
+  if (iface->stats_on && iface->core) print_stats(iface);
   uct_base_iface_progress_disable(tl, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
   // Endpoints left open are released with their interface.
   while (!iface->eps.empty()) tl->ops.ep_destroy(&iface->eps.front()->super.super);
@@ -166,7 +188,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
   attr->latency.m = 0;
   attr->priority = 0;
   attr->dev_num_paths = 1;
-  attr->max_num_eps = iface->core_cfg.max_peers;
+  attr->max_num_eps = iface->peer_limit;
   return UCS_OK;
 }
 
@@ -325,11 +347,14 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   if (rc) return rc;
   efa_dp_cq_attr pa{ca.buffer, ca.entry_size, ca.num_entries, ca.doorbell};
   if (efa_cq_init(&iface->pcq, &pa)) return -EINVAL;
-  // Bounce slots, then the keep-alive word, in one page-aligned registration.
+  // Bounce slots, then the keep-alive word, in one page-aligned registration. Mapped, not
+  // filled: a slot's pages are committed when first used, and free slots are reused last
+  // freed first, so an interface that moves little through them costs little.
   const size_t bytes = iface->seg_size * iface->sq_depth + 64;
-  iface->bounce_store.assign(bytes + 4096, 0);
-  uintptr_t base = (reinterpret_cast<uintptr_t>(iface->bounce_store.data()) + 4095) & ~uintptr_t{4095};
-  iface->bounce = reinterpret_cast<uint8_t*>(base);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return -ENOMEM;
+  iface->bounce = static_cast<uint8_t*>(m);
+  iface->bounce_len = bytes;
   iface->ka_word = reinterpret_cast<uint64_t*>(iface->bounce + iface->seg_size * iface->sq_depth);
   *iface->ka_word = 0x6b61u;
   backend::MrInitAttr ma;
@@ -394,8 +419,12 @@ unsigned iface_progress(uct_iface_h tl) {
   iface->dev->dev->progress(64);
   unsigned n = 0;
   efa_dp_cqe c;
-  while (n < 64 && efa_cq_poll(&iface->pcq, &c) == 0) {
+  iface->stats.progress++;
+  const uint64_t rx = iface->stats.am_rx + iface->stats.tag_rx;
+  // The RDMA QP's CQ holds completions of posted work only: nothing outstanding, nothing there.
+  while (n < 64 && !iface->outstanding.empty() && efa_cq_poll(&iface->pcq, &c) == 0) {
     ++n;
+    iface->stats.rdma_cqes++;
     if (c.q_type != EFA_IO_SEND_QUEUE || c.qp_num != (iface->qpn & 0xffffu)) continue;
     uint64_t idx = 0;
     if (efa_sq_complete(&iface->sq, c.req_id, &idx) != 0 || idx >= iface->ops.size()) continue;
@@ -407,6 +436,7 @@ unsigned iface_progress(uct_iface_h tl) {
   }
   n += core_progress(iface);
   n += tag_progress(iface);
+  n += static_cast<unsigned>(iface->stats.am_rx + iface->stats.tag_rx - rx);  // messages the core delivered
   n += sockaddr_progress(iface);
   n += chunks_progress(iface);
   for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
@@ -423,11 +453,13 @@ unsigned iface_progress(uct_iface_h tl) {
   // Flushes that were waiting for pending requests arm now that those went out.
   for (SrdEp* ep : iface->eps) ep_flushes_progress(ep);
   iface_flushes_progress(iface);
+  if (n == 0) iface->stats.progress_idle++;
   return n;
 }
 
 // Called by every ep completion; keeps the iface-level flush queue moving too.
 void iface_flushes_progress(SrdIface* iface) {
+  if (iface->flushes.empty()) return;
   if (!any_pending(iface) && !any_chunk_queued(iface))
     for (FlushReq& f : iface->flushes)
       if (!f.armed) {
@@ -437,6 +469,7 @@ void iface_flushes_progress(SrdIface* iface) {
   complete_flushes(iface, &iface->flushes, iface->outstanding);
 }
 void ep_flushes_progress(SrdEp* ep) {
+  if (ep->flushes.empty()) return;
   for (FlushReq& f : ep->flushes)
     if (!f.armed && ep->pending_done >= f.pending_target && ep->chunk_queue.empty()) {
       f.armed = true;
@@ -464,6 +497,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
   auto* iface = new SrdIface();
   iface->md = md;
   iface->dev = dev;
+  iface->stats_on = std::getenv("XPUFAB_UCT_STATS") != nullptr;
   if (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) iface->rx_headroom = params->rx_headroom;
   int count = 1;
   ucs_status_t st = uct_base_iface_t_init(&iface->super, &uct_base_iface_t_class, &count, &g_ops,

@@ -280,6 +280,17 @@ struct SaClient {  // client: an endpoint created with a sockaddr
   void* arg = nullptr;
 };
 
+// What the transport itself did (XPUFAB_UCT_STATS: printed when the interface closes), to tell
+// its work per operation from the device's.
+struct IfaceStats {
+  uint64_t progress = 0, progress_idle = 0;  // iface_progress calls, and those that found nothing
+  uint64_t rma_ops = 0;                       // zcopy puts and gets accepted
+  uint64_t rdma_wqes = 0, rdma_cqes = 0;      // RDMA WQEs posted, their completions
+  uint64_t am_tx = 0, am_rx = 0;              // UCT AMs sent / delivered
+  uint64_t tag_rx = 0;                        // tagged messages delivered (matched or unexpected)
+  uint64_t am_copy_bytes = 0;                 // bytes copied on the AM paths (gather, descriptors)
+};
+
 struct SrdIface {
   uct_base_iface_t super;  // first: UCX casts uct_iface_h to it
   SrdMd* md = nullptr;
@@ -297,8 +308,8 @@ struct SrdIface {
   uint32_t inline_max = 0;
   size_t seg_size = 0;
   // Bounce buffers (one per op) and the keep-alive word peers read, in one registration.
-  std::vector<uint8_t> bounce_store;
-  uint8_t* bounce = nullptr;
+  uint8_t* bounce = nullptr;  // mmap, bounce_len bytes
+  size_t bounce_len = 0;
   uint64_t* ka_word = nullptr;
   backend::Mr* bounce_mr = nullptr;
   std::vector<Op> ops;
@@ -311,6 +322,9 @@ struct SrdIface {
   bool fence = false;
   uint64_t fence_upto = 0;
   bool fence_deferred = false;  // fenced while chunks were queued: takes effect once they are posted
+  bool ep_fence_deferred = false;  // some endpoint's fence is deferred (chunks_progress clears it)
+  uint32_t pending_reqs = 0;       // requests in the endpoints' pending queues
+  struct DescPool* descs = nullptr;  // AM receive descriptors (am.cc)
   size_t rma_chunk = 0;
   std::list<Chunked> chunked;   // zcopy RMAs in progress by chunks
   std::vector<SrdEp*> failed;  // error handlers to call once polling is done
@@ -322,11 +336,14 @@ struct SrdIface {
   proto_ep* core = nullptr;
   // The core polls a relay of its CQ: senders new to us get their AH before the core sees them.
   efa_cq am_pcq{};
-  std::vector<uint8_t> relay_store;
-  uint8_t* relay = nullptr;
+  uint8_t* relay = nullptr;  // mmap (zeroed, committed as used), relay_len bytes
+  size_t relay_len = 0;
   uint32_t relay_prod = 0;
   std::vector<uint64_t> core_mem;
-  std::vector<uint8_t> core_bounce_store;
+  uint8_t* core_bounce = nullptr;  // mmap: committed as the posted receive buffers are used
+  size_t core_bounce_len = 0;
+  uint32_t peer_limit = 0;  // the core's peer table grows on demand up to this (MAX_PEERS)
+  std::vector<std::vector<uint64_t>> peer_tables;  // the tables it grew into
   backend::Mr* core_mr = nullptr;
   proto_config core_cfg{};
   std::vector<uint8_t> scratch;  // one AM payload, gathered
@@ -337,6 +354,8 @@ struct SrdIface {
   std::vector<proto_mr> core_mrs;  // the core's MR table once it outgrew its own (amo.cc)
   TagState tag;
   uint32_t sa_clients = 0;  // endpoints connecting by sockaddr (sockaddr.cc)
+  IfaceStats stats;
+  bool stats_on = false;
 };
 
 struct SrdEp {
@@ -410,7 +429,17 @@ bool core_idle(const SrdIface* iface);
 int ah_get(SrdIface* iface, const uint8_t gid[16], backend::Ah** ah_p);
 void ah_put(SrdIface* iface, const uint8_t gid[16]);
 ucs_status_t ep_core_connect(SrdEp* ep);
+// proto_peer_add, growing the core's peer table when it is full (up to peer_limit).
+int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p);
+inline constexpr uint32_t kInitialPeers = 8;
 void fill_am_ops(uct_iface_ops_t* ops);
+// AM receive descriptors allocated so far (the rest were reused).
+uint64_t desc_allocs(const SrdIface* iface);
+// A UCT_CB_PARAM_FLAG_DESC descriptor of the interface's pool for a received payload (at most
+// proto_am_max bytes; rx_headroom before it): its data pointer, or null. desc_drop returns one
+// the handler did not keep; one it kept returns with uct_iface_release_desc.
+uint8_t* desc_new(SrdIface* iface);
+void desc_drop(SrdIface* iface, uint8_t* data);
 
 // amo.cc: atomics on the core, and the registrations its MR table mirrors.
 void fill_amo_ops(uct_iface_ops_t* ops);

@@ -38,14 +38,6 @@ struct __attribute__((packed)) FinInfo {
   int8_t status;
 };
 
-// The descriptor an unexpected eager message is handed in (UCT_CB_PARAM_FLAG_DESC), as am.cc's.
-struct DescHead {
-  uct_recv_desc_t release;
-  uct_recv_desc_t* self;
-};
-
-void desc_release(uct_recv_desc_t* self, void*) { std::free(self); }
-
 constexpr uint32_t kMaxTagIov = 16;
 
 // The posted receive of a context: its slot is kept in ctx->priv with a generation, so that a
@@ -171,6 +163,7 @@ void deliver_eager(SrdIface* iface, uint32_t slot, const TagHdr& h, const uint8_
   if (copy) std::memcpy(r.buffer, data, copy);
   recv_free(iface, slot);
   ++iface->tag.stats.matched_eager;
+  iface->stats.tag_rx++;
   ctx->tag_consumed_cb(ctx);
   ctx->completed_cb(ctx, h.tag, h.imm, n, nullptr, n > copy ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
 }
@@ -201,18 +194,15 @@ int on_tag(void* arg, uint32_t src, const void* payload, uint32_t len) {
       return 0;
     }
     ++t.stats.unexp_eager;
-    const size_t head = sizeof(DescHead) + iface->rx_headroom;
-    auto* block = static_cast<uint8_t*>(std::malloc(head + blen + 1));
-    if (block == nullptr) return -FI_EAGAIN;
-    auto* d = reinterpret_cast<DescHead*>(block);
-    d->release.cb = desc_release;
-    d->self = &d->release;
-    uint8_t* data = block + head;
+    // The descriptor an unexpected eager message is handed in (UCT_CB_PARAM_FLAG_DESC), as AMs'.
+    uint8_t* data = desc_new(iface);
+    if (data == nullptr) return -FI_EAGAIN;
     if (blen) std::memcpy(data, body, blen);
+    iface->stats.tag_rx++;
     void* context = nullptr;
     ucs_status_t st = t.eager_cb(t.eager_arg, data, blen, UCT_CB_PARAM_FLAG_DESC | UCT_CB_PARAM_FLAG_FIRST, h.tag,
                                  h.imm, &context);
-    if (st != UCS_INPROGRESS) std::free(block);
+    if (st != UCS_INPROGRESS) desc_drop(iface, data);
     return 0;
   }
   if (h.type == kTagRndv) {

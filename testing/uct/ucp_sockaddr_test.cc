@@ -3,9 +3,14 @@
 // request) and this one as client (ucp_ep_create with UCP_EP_PARAM_FIELD_SOCK_ADDR), with
 // UCX_TLS=srd and UCX_SOCKADDR_TLS_PRIORITY=xpufab, exchanging tagged messages and closing;
 // a third client is rejected (ucp_listener_reject) and its error handler sees UCS_ERR_REJECTED.
+// The server waits for its first connection request asleep on the worker's event fd
+// (ucp_worker_arm, then poll: what ucp_worker_wait does), which only the CM's sockets can wake,
+// and the first client sleeps the same way while its connection is made and its first message
+// goes (the CM's resolve and reply, then the wireup over srd, each wake it).
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -40,12 +45,12 @@ struct Ucp {
   ucp_context_h ctx = nullptr;
   ucp_worker_h worker = nullptr;
 
-  void open() {
+  void open(uint64_t features = UCP_FEATURE_TAG) {
     ucp_config_t* cfg;
     CHECK(ucp_config_read(nullptr, nullptr, &cfg) == UCS_OK, "ucp_config_read");
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_TAG;
+    p.features = features;
     CHECK(ucp_init(&p, cfg, &ctx) == UCS_OK, "ucp_init");
     ucp_config_release(cfg);
     ucp_worker_params_t wp{};
@@ -89,7 +94,11 @@ struct Ucp {
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = 0;  // graceful: flush, then the CM's disconnect both ways
     const ucs_status_t st = wait(ucp_ep_close_nbx(ep, &rp));
-    CHECK(st == UCS_OK || st == UCS_ERR_CONNECTION_RESET, "ep close: %s", ucs_status_string(st));
+    // Both sides close at once. A peer's disconnect that arrives while UCP flushes fails the
+    // endpoint (UCS_ERR_CONNECTION_RESET), and the flush then reports the status of UCP's
+    // failed-lane placeholders (UCS_ERR_ENDPOINT_TIMEOUT, ucp_ep.c): the peer is gone either way.
+    CHECK(st == UCS_OK || st == UCS_ERR_CONNECTION_RESET || st == UCS_ERR_ENDPOINT_TIMEOUT, "ep close: %s",
+          ucs_status_string(st));
   }
 };
 
@@ -117,10 +126,33 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   s->eps.push_back(e);
 }
 
+// Arms the worker's event fd: UCS_OK once nothing is left to process.
+void arm(Ucp* u) {
+  ucs_status_t st;
+  while ((st = ucp_worker_arm(u->worker)) == UCS_ERR_BUSY) ucp_worker_progress(u->worker);
+  CHECK(st == UCS_OK, "ucp_worker_arm: %s", ucs_status_string(st));
+}
+
+// Sleeps on the worker's event fd (armed) until on_conn has run; each wake-up is followed by
+// progress, which delivers the request. The poll's limit only turns a wake-up that never comes
+// into a failure instead of a hang.
+void sleep_until_request(Ucp* u, const ServerState& s) {
+  int efd = -1;
+  CHECK(ucp_worker_get_efd(u->worker, &efd) == UCS_OK, "ucp_worker_get_efd");
+  for (;;) {
+    pollfd p{efd, POLLIN, 0};
+    CHECK(poll(&p, 1, 20000) == 1, "asleep on the worker's event fd: no connection request woke it");
+    while (ucp_worker_progress(u->worker) != 0) {
+    }
+    if (s.requests > 0) return;
+    arm(u);
+  }
+}
+
 [[noreturn]] void server_main(int fd) {
   role = "server";
   Ucp u;
-  u.open();
+  u.open(UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP);
   ServerState s;
   s.u = &u;
   sockaddr_in a{};
@@ -139,7 +171,11 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
   CHECK(ucp_listener_query(l, &la) == UCS_OK, "ucp_listener_query");
   const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port);
+  // The client connects once it has the port, which it gets once the server's worker is armed:
+  // from then on only an event wakes the server.
+  arm(&u);
   CHECK(write(fd, &port, sizeof(port)) == sizeof(port), "port");
+  sleep_until_request(&u, s);
   // Two rounds: each a client that sends a greeting, gets the answer and closes.
   for (int round = 0; round < 2; ++round) {
     const std::string got = u.recv();
@@ -162,6 +198,29 @@ void on_conn(ucp_conn_request_h req, void* arg) {
   std::exit(0);
 }
 
+// Sleeps on the worker's event fd until req completes: the CM's connection (resolve, reply) and
+// the wireup over srd must each wake the worker.
+void sleep_until_done(Ucp* u, void* req) {
+  if (req == nullptr) return;
+  CHECK(!UCS_PTR_IS_ERR(req), "request: %s", ucs_status_string(UCS_PTR_STATUS(req)));
+  int efd = -1;
+  CHECK(ucp_worker_get_efd(u->worker, &efd) == UCS_OK, "ucp_worker_get_efd");
+  // As ucp_worker_wait is meant to be used: progress until there is nothing to do, arm, sleep.
+  for (;;) {
+    while (ucp_worker_progress(u->worker) != 0) {
+    }
+    if (ucp_request_check_status(req) != UCS_INPROGRESS) break;
+    const ucs_status_t st = ucp_worker_arm(u->worker);
+    if (st == UCS_ERR_BUSY) continue;
+    CHECK(st == UCS_OK, "ucp_worker_arm: %s", ucs_status_string(st));
+    pollfd p{efd, POLLIN, 0};
+    CHECK(poll(&p, 1, 20000) == 1, "asleep on the worker's event fd: the send never completes");
+  }
+  const ucs_status_t st = ucp_request_check_status(req);
+  CHECK(st == UCS_OK, "send: %s", ucs_status_string(st));
+  ucp_request_free(req);
+}
+
 void client_round(Ucp* u, const sockaddr_in& to, int round) {
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
@@ -170,7 +229,13 @@ void client_round(Ucp* u, const sockaddr_in& to, int round) {
   ep.sockaddr.addrlen = sizeof(to);
   ucp_ep_h e;
   CHECK(ucp_ep_create(u->worker, &ep, &e) == UCS_OK, "client ep create");
-  u->send(e, "hello " + std::to_string(round));
+  const std::string hello = "hello " + std::to_string(round);
+  if (round == 0) {  // asleep while the connection is made
+    ucp_request_param_t rp{};
+    sleep_until_done(u, ucp_tag_send_nbx(e, hello.data(), hello.size() + 1, kTag, &rp));
+  } else {
+    u->send(e, hello);
+  }
   const std::string got = u->recv();
   CHECK(got == "welcome " + std::to_string(round), "client got '%s'", got.c_str());
   u->close_ep(e);
@@ -225,7 +290,7 @@ int main(int argc, char** argv) {
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   to.sin_port = htons(port);
   Ucp u;
-  u.open();
+  u.open(UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP);
   for (int round = 0; round < 2; ++round) client_round(&u, to, round);
   client_rejected(&u, to);
   u.close();

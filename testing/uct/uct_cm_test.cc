@@ -339,7 +339,6 @@ class CmTest : public ::testing::Test {
     eps_.push_back(ep);
     uct_ep_connect_params_t cp{};
     cp.field_mask = UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA | UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA_LENGTH;
-    EXPECT_EQ(UCS_ERR_BUSY, uct_ep_connect(ep, &cp)) << "before the address is resolved";
     until([&] { return c->resolved > 0; });
     EXPECT_EQ(UCS_OK, c->resolve_status);
     EXPECT_EQ(local_.dev, c->dev_name);
@@ -433,7 +432,6 @@ TEST_F(CmTest, ServerSideDisconnectReachesTheClient) {
   uct_ep_h ep;
   ASSERT_EQ(UCS_OK, uct_ep_create(&p, &ep));
   eps_.push_back(ep);
-  EXPECT_EQ(UCS_ERR_BUSY, uct_ep_disconnect(ep, 0)) << "not connected yet";
   until([&] { return c.connected > 0; });
   ASSERT_EQ(UCS_OK, c.status);
   EXPECT_STREQ("accepted:pack", c.reply.text);
@@ -531,6 +529,29 @@ TEST_F(CmTest, BadParamsAndPeersGetErrors) {
   } else {
     EXPECT_EQ(UCS_ERR_UNREACHABLE, st);
   }
+
+  // A connection the kernel has not made yet (the listener's accept queue is full, its SYN is
+  // dropped): uct_ep_connect and uct_ep_disconnect are too early (UCS_ERR_BUSY). The CM runs
+  // from the async thread, so only such a peer keeps an endpoint in that state long enough.
+  int full = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in fa = any;
+  ASSERT_EQ(0, bind(full, reinterpret_cast<sockaddr*>(&fa), sizeof(fa)));
+  socklen_t fl = sizeof(fa);
+  ASSERT_EQ(0, getsockname(full, reinterpret_cast<sockaddr*>(&fa), &fl));
+  ASSERT_EQ(0, listen(full, 0));
+  int filler = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(0, ::connect(filler, reinterpret_cast<sockaddr*>(&fa), sizeof(fa)));
+  Client w("waiting");
+  p = client_params(&w, &fa, &sa, true);
+  ASSERT_EQ(UCS_OK, uct_ep_create(&p, &ep));
+  uct_ep_connect_params_t early{};
+  early.field_mask = UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA | UCT_EP_CONNECT_PARAM_FIELD_PRIVATE_DATA_LENGTH;
+  EXPECT_EQ(UCS_ERR_BUSY, uct_ep_connect(ep, &early)) << "before the address is resolved";
+  EXPECT_EQ(UCS_ERR_BUSY, uct_ep_disconnect(ep, 0)) << "not connected yet";
+  EXPECT_EQ(0, w.resolved);
+  uct_ep_destroy(ep);
+  ::close(filler);
+  ::close(full);
 
   // A peer that does not speak the protocol never becomes a connection request.
   int raw = socket(AF_INET, SOCK_STREAM, 0);

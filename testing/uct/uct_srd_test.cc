@@ -67,6 +67,7 @@ struct Side {
   void* tag_arg = nullptr;
   const char* tm_list_size = nullptr;
   const char* max_peers = nullptr;
+  const char* tx_queue_len = nullptr;
 
   void open() {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
@@ -103,6 +104,9 @@ struct Side {
     }
     if (max_peers) {
       ASSERT_EQ(UCS_OK, uct_config_modify(ic, "MAX_PEERS", max_peers));
+    }
+    if (tx_queue_len) {
+      ASSERT_EQ(UCS_OK, uct_config_modify(ic, "TX_QUEUE_LEN", tx_queue_len));
     }
     uct_iface_params_t p{};
     p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -1386,6 +1390,238 @@ TEST(SrdLimits, PastThePeerTableEndpointCreationFailsCleanly) {
   for (uct_ep_h ep : eps) uct_ep_destroy(ep);
   for (Side& s : peers) s.close();
   tx.close();
+}
+
+// ---- one process, two interfaces ----
+
+// An endpoint from a to b, once b answered its connection request (RDMA may go).
+uct_ep_h connect_pair(Side* a, Side* b) {
+  const Wire w = b->wire();
+  uct_ep_params_t p{};
+  p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+  p.iface = a->iface;
+  p.dev_addr = reinterpret_cast<const uct_device_addr_t*>(w.dev_addr);
+  p.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(w.iface_addr);
+  uct_ep_h ep = nullptr;
+  EXPECT_EQ(UCS_OK, uct_ep_create(&p, &ep));
+  auto t0 = std::chrono::steady_clock::now();
+  while (ep && uct_ep_put_short(ep, nullptr, 0, w.buf, 0) == UCS_ERR_NO_RESOURCE) {
+    a->progress();
+    b->progress();
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) {
+      ADD_FAILURE() << "no answer to the connection request";
+      break;
+    }
+  }
+  return ep;
+}
+
+// A zcopy put goes as one RDMA request, up to the device's largest: as many puts are in flight
+// together as the send queue has entries, each completing once.
+TEST(SrdRma, ZcopyPutsAreOneRequestEachAndGoTogether) {
+  if (std::getenv("UCX_SRD_RMA_CHUNK")) GTEST_SKIP() << "cut into chunks by configuration";
+  Side tx, rx;
+  tx.tx_queue_len = "4";
+  tx.open();
+  rx.open();
+  if (!(tx.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) GTEST_SKIP() << "no RDMA write";
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  const Wire w = rx.wire();
+  uct_rkey_bundle_t rk;
+  ASSERT_EQ(UCS_OK, uct_rkey_unpack(tx.comp, w.rkey, &rk));
+  constexpr size_t kLen = 256 << 10;
+  fill_pattern(tx.buf.data(), kBuf, 3);
+  std::vector<Comp> c(4);
+  for (size_t k = 0; k < c.size(); ++k) {
+    uct_iov_t iov{tx.buf.data() + k * kLen, kLen, tx.memh, 0, 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(ep, &iov, 1, w.buf + k * kLen, rk.rkey, &c[k].c)) << "put " << k;
+  }
+  uint64_t v = 1;
+  EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_put_short(ep, &v, sizeof(v), w.buf, rk.rkey)) << "four requests fill the queue";
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::any_of(c.begin(), c.end(), [](const Comp& x) { return x.calls == 0; })) {
+    tx.progress();
+    rx.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "puts never complete";
+  }
+  for (const Comp& x : c) {
+    EXPECT_EQ(1, x.calls);
+    EXPECT_EQ(UCS_OK, x.c.status);
+  }
+  EXPECT_EQ(0, std::memcmp(tx.buf.data(), rx.buf.data(), kBuf));
+  uct_rkey_release(tx.comp, &rk);
+  uct_ep_destroy(ep);
+  tx.close();
+  rx.close();
+}
+
+// uct_iface_progress counts the active messages it delivered, as UCT's progress contract says
+// (a caller that progresses while the count is non-zero, or sleeps once it is zero, relies on it).
+TEST(SrdProgress, ProgressCountsTheActiveMessagesItDelivers) {
+  Side tx, rx;
+  tx.open();
+  rx.open();
+  AmSeen seen;
+  ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(rx.iface, kAmId, peer_am, &seen, 0));
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  constexpr uint64_t kAms = 5;
+  for (uint64_t i = 0; i < kAms; ++i) {
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(ep, kAmId, i, nullptr, 0)) == UCS_ERR_NO_RESOURCE) tx.progress();
+    ASSERT_EQ(UCS_OK, st);
+  }
+  unsigned counted = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while (seen.count < kAms) {
+    tx.progress();
+    counted += uct_iface_progress(rx.iface);
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "AMs not delivered";
+  }
+  EXPECT_GE(counted, kAms);
+  for (void* d : seen.kept) uct_iface_release_desc(d);
+  uct_ep_destroy(ep);
+  tx.close();
+  rx.close();
+}
+
+// Resident memory of this process, in bytes.
+size_t rss_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+struct Hello {  // what each sender puts in its AM, and the hub's answer
+  uint32_t index;
+  uint32_t magic;
+};
+
+struct HubSeen {
+  std::vector<int> from;  // AMs seen per sender index
+  uint32_t bad = 0;
+};
+
+ucs_status_t hub_am(void* arg, void* data, size_t length, unsigned) {
+  auto* h = static_cast<HubSeen*>(arg);
+  Hello m{};
+  if (length != sizeof(m)) return h->bad++, UCS_OK;
+  std::memcpy(&m, data, sizeof(m));
+  if (m.magic != 0x48454c4fu || m.index >= h->from.size()) return h->bad++, UCS_OK;
+  h->from[m.index]++;
+  return UCS_OK;
+}
+
+ucs_status_t leaf_am(void* arg, void* data, size_t length, unsigned) {
+  Hello m{};
+  if (length == sizeof(m)) std::memcpy(&m, data, sizeof(m));
+  *static_cast<uint32_t*>(arg) = m.magic == 0x57454c43u ? m.index + 1 : 0xffffffffu;
+  return UCS_OK;
+}
+
+// More peers than the table had room for at first (and than the 128 it used to be fixed at):
+// 200 interfaces of this process each connect to one hub and send it an AM, and the hub answers
+// each over its own endpoint. The hub's table grows as the senders come; each interface costs
+// little resident memory until it is used, since buffers are reserved, not filled.
+TEST(SrdLimits, PeerTableGrowsPastItsStartFor200Peers) {
+  constexpr uint32_t kLeaves = 200;
+  Side hub;
+  hub.open();
+  ASSERT_GE(hub.attr.max_num_eps, kLeaves);
+  HubSeen seen;
+  seen.from.assign(kLeaves, 0);
+  ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(hub.iface, kAmId, hub_am, &seen, 0));
+  const Wire hw = hub.wire();
+  uct_iface_config_t* ic;
+  ASSERT_EQ(UCS_OK, uct_md_iface_config_read(hub.md, "srd", nullptr, nullptr, &ic));
+  std::vector<uct_iface_h> leaves(kLeaves, nullptr);
+  std::vector<uct_ep_h> to_hub(kLeaves, nullptr), to_leaf(kLeaves, nullptr);
+  std::vector<uint32_t> answered(kLeaves, 0);
+  const size_t rss0 = rss_bytes();
+  size_t per_iface = 0;
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    uct_iface_params_t p{};
+    p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    p.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+    p.mode.device.tl_name = "srd";
+    p.mode.device.dev_name = hub.dev.c_str();
+    ASSERT_EQ(UCS_OK, uct_iface_open(hub.md, hub.worker, &p, ic, &leaves[i])) << "interface " << i;
+    uct_iface_progress_enable(leaves[i], UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(leaves[i], kAmId, leaf_am, &answered[i], 0));
+    uct_ep_params_t ep{};
+    ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep.iface = leaves[i];
+    ep.dev_addr = reinterpret_cast<const uct_device_addr_t*>(hw.dev_addr);
+    ep.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(hw.iface_addr);
+    ASSERT_EQ(UCS_OK, uct_ep_create(&ep, &to_hub[i]));
+    if (i + 1 == 16) {
+      per_iface = (rss_bytes() - rss0) / 16;
+      std::printf("resident memory per interface (16 opened, connected, idle): %zu KiB\n", per_iface >> 10);
+      // A fixed table of 128 peers filled ~40 MiB of receive buffers per interface.
+      EXPECT_LT(per_iface, size_t{8} << 20);
+    }
+  }
+  uct_config_release(ic);
+  // Every leaf says hello; the hub, whose table grows as they come, sees each once.
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    const Hello m{i, 0x48454c4fu};
+    uint64_t hdr;
+    std::memcpy(&hdr, &m, sizeof(hdr));
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(to_hub[i], kAmId, hdr, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
+      hub.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "leaf " << i << " cannot send";
+    }
+    ASSERT_EQ(UCS_OK, st) << "leaf " << i;
+  }
+  auto all_seen = [&] {
+    return std::all_of(seen.from.begin(), seen.from.end(), [](int n) { return n == 1; });
+  };
+  while (!all_seen()) {
+    hub.progress();
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60))
+        << std::count(seen.from.begin(), seen.from.end(), 0) << " leaves not heard";
+  }
+  EXPECT_EQ(0u, seen.bad);
+  // The hub answers each leaf: its endpoints use the peers the table grew to hold.
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    Wire lw{};
+    uct_iface_attr_t la;
+    ASSERT_EQ(UCS_OK, uct_iface_query(leaves[i], &la));
+    ASSERT_EQ(UCS_OK, uct_iface_get_device_address(leaves[i], reinterpret_cast<uct_device_addr_t*>(lw.dev_addr)));
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(leaves[i], reinterpret_cast<uct_iface_addr_t*>(lw.iface_addr)));
+    uct_ep_params_t ep{};
+    ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep.iface = hub.iface;
+    ep.dev_addr = reinterpret_cast<const uct_device_addr_t*>(lw.dev_addr);
+    ep.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(lw.iface_addr);
+    ASSERT_EQ(UCS_OK, uct_ep_create(&ep, &to_leaf[i])) << "hub endpoint " << i;
+    const Hello m{i, 0x57454c43u};
+    uint64_t hdr;
+    std::memcpy(&hdr, &m, sizeof(hdr));
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(to_leaf[i], kAmId, hdr, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
+      hub.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "hub cannot answer " << i;
+    }
+    ASSERT_EQ(UCS_OK, st) << "answer " << i;
+  }
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    while (answered[i] == 0) {
+      hub.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "leaf " << i << " not answered";
+    }
+    EXPECT_EQ(i + 1, answered[i]);
+  }
+  for (uct_ep_h e : to_leaf) uct_ep_destroy(e);
+  for (uct_ep_h e : to_hub) uct_ep_destroy(e);
+  for (uct_iface_h l : leaves) uct_iface_close(l);
+  hub.close();
 }
 
 }  // namespace
