@@ -278,7 +278,7 @@ struct proto_orphan {
 
 /* Work-request contexts: what a CQE's request id stands for. */
 #define PROTO_WRC_TX 1u   /* a SEND from transmit buffer `index` */
-#define PROTO_WRC_READ 2u /* an RDMA read of op `index` */
+#define PROTO_WRC_READ 2u /* an RDMA read or write of op `index` */
 #define PROTO_WRC(kind, index) (((uint64_t)(kind) << 32) | (uint32_t)(index))
 
 struct proto_stats {

@@ -414,11 +414,12 @@ XPU_FUNC int proto_rndv_reply(struct proto_ep *ep, uint32_t i, uint8_t op) {
 }
 
 /*
- * Issues op i's RDMA reads of bytes [cursor, want) from its remote address
- * into its buffers, rdma_chunk at a time and never across two buffers;
- * -FI_EAGAIN when the SQ is full (the rest on a later call).
+ * Issues op i's RDMA operations `op` (EFA_DP_OP_RDMA_READ or _WRITE) over
+ * bytes [cursor, want) of its buffers against its remote address,
+ * rdma_chunk at a time and never across two buffers; -FI_EAGAIN when the SQ
+ * is full (the rest on a later call).
  */
-XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want) {
+XPU_FUNC int proto_op_rdma_issue(struct proto_ep *ep, uint32_t i, uint32_t op, uint64_t want) {
   struct proto_op *o = &ep->ops[i];
   uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
   if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
@@ -430,7 +431,7 @@ XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want)
     if (n > chunk) n = chunk;
     struct efa_dp_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.op = EFA_DP_OP_RDMA_READ;
+    wr.op = op;
     wr.ah = ep->peers[o->peer].ahn;
     wr.dest_qpn = ep->peers[o->peer].qpn;
     wr.qkey = ep->peers[o->peer].qkey;
@@ -444,9 +445,17 @@ XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want)
     if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
     o->cursor += n;
     o->inflight++;
-    ep->stats.rdma_reads++;
+    if (op == EFA_DP_OP_RDMA_READ)
+      ep->stats.rdma_reads++;
+    else
+      ep->stats.rdma_writes++;
   }
   return 0;
+}
+
+/* Op i's RDMA reads of bytes [cursor, want) into its buffers. */
+XPU_FUNC int proto_op_read_issue(struct proto_ep *ep, uint32_t i, uint64_t want) {
+  return proto_op_rdma_issue(ep, i, EFA_DP_OP_RDMA_READ, want);
 }
 
 /* Issues what op i can issue now; -FI_EAGAIN to be run again later. */

@@ -90,38 +90,10 @@ XPU_FUNC int proto_rma_by_rdma_write(const struct proto_ep *ep, uint64_t total) 
 
 /*
  * Issues op i's RDMA writes of bytes [cursor, total) of its buffers to the
- * peer's memory, rdma_chunk at a time and never across two buffers;
- * -FI_EAGAIN when the SQ is full (the rest on a later call).
+ * peer's memory; -FI_EAGAIN when the SQ is full (the rest on a later call).
  */
 XPU_FUNC int proto_rma_write_issue(struct proto_ep *ep, uint32_t i) {
-  struct proto_op *o = &ep->ops[i];
-  uint64_t chunk = ep->cfg.rdma_chunk ? ep->cfg.rdma_chunk : ep->dev.max_rdma_size;
-  if (chunk > ep->dev.max_rdma_size) chunk = ep->dev.max_rdma_size;
-  while (o->cursor < o->total) {
-    uint8_t *a;
-    uint32_t lkey;
-    uint64_t n = proto_op_piece(o, o->cursor, &a, &lkey);
-    if (n > o->total - o->cursor) n = o->total - o->cursor;
-    if (n > chunk) n = chunk;
-    struct efa_dp_wr wr;
-    memset(&wr, 0, sizeof(wr));
-    wr.op = EFA_DP_OP_RDMA_WRITE;
-    wr.ah = ep->peers[o->peer].ahn;
-    wr.dest_qpn = ep->peers[o->peer].qpn;
-    wr.qkey = ep->peers[o->peer].qkey;
-    wr.num_sge = 1;
-    wr.sge[0].addr = (uint64_t)(uintptr_t)a;
-    wr.sge[0].length = (uint32_t)n;
-    wr.sge[0].lkey = lkey;
-    wr.remote_addr = o->remote_addr + o->cursor;
-    wr.rkey = o->remote_key;
-    wr.context = PROTO_WRC(PROTO_WRC_READ, i);
-    if (efa_sq_post(&ep->sq, &wr)) return -FI_EAGAIN;
-    o->cursor += n;
-    o->inflight++;
-    ep->stats.rdma_writes++;
-  }
-  return 0;
+  return proto_op_rdma_issue(ep, i, EFA_DP_OP_RDMA_WRITE, ep->ops[i].total);
 }
 
 /*

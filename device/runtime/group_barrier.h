@@ -10,6 +10,22 @@
 
 namespace xpufab::runtime {
 
+// Appends the running fiber to the waiter queue [*head, *tail] and blocks it
+// until the phase completes; returns the value the completing member handed
+// it. For barriers whose members are fibers of one scheduler.
+inline uint64_t wait_in_queue(FiberTask** head, FiberTask** tail) {
+  FiberTask* self = FiberScheduler::current();
+  self->next = nullptr;
+  if (*tail != nullptr) {
+    (*tail)->next = self;
+  } else {
+    *head = self;
+  }
+  *tail = self;
+  FiberScheduler::block();
+  return self->wake_value;
+}
+
 // The barrier of a scope whose members are all fibers of one scheduler (a
 // subgroup, a work-group, the device of a one-work-group launch), with the
 // same contract as GroupBarrier below. Its members take turns on one
@@ -28,16 +44,7 @@ class LocalBarrier {
   uint64_t arrive_and_wait(bool is_source, uint64_t value) {
     if (is_source) value_ = value;
     if (++arrived_ == expected_) return complete_phase();
-    FiberTask* self = FiberScheduler::current();
-    self->next = nullptr;
-    if (tail_ != nullptr) {
-      tail_->next = self;
-    } else {
-      head_ = self;
-    }
-    tail_ = self;
-    FiberScheduler::block();
-    return self->wake_value;
+    return wait_in_queue(&head_, &tail_);
   }
 
   // As GroupBarrier::arrive_and_drop.
@@ -175,16 +182,7 @@ class ThreadShareBarrier {
       value_ = value;
     }
     if (++arrived_ == expected_) return complete_phase();
-    FiberTask* self = FiberScheduler::current();
-    self->next = nullptr;
-    if (tail_ != nullptr) {
-      tail_->next = self;
-    } else {
-      head_ = self;
-    }
-    tail_ = self;
-    FiberScheduler::block();
-    return self->wake_value;
+    return wait_in_queue(&head_, &tail_);
   }
 
   // The last member of this thread to leave takes the thread out of

@@ -545,14 +545,20 @@ int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark
   return rc;
 }
 
+const ShmFabric::Peer* ShmFabric::open_live_peer(const Gid& dst) const {
+  auto it = peers_.find(dst);
+  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return nullptr;
+  if (it->second->mb->closed.load(std::memory_order_acquire) != 0) return nullptr;
+  return it->second.get();
+}
+
 bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
   if (mark == 0) return false;
   std::shared_lock<std::shared_mutex> lock(peers_mu_);
-  auto it = peers_.find(dst);
-  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
-  const Peer& p = *it->second;
+  const Peer* live = open_live_peer(dst);
+  if (live == nullptr) return false;
+  const Peer& p = *live;
   Mailbox* mb = p.mb;
-  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
   // A mark from a mailbox since replaced lies beyond what was written to this one.
   if (p.sent_end.load(std::memory_order_relaxed) < mark) return false;
   // Taken in only once the consumer released the bytes up to the mark; served only once a pass
@@ -677,11 +683,10 @@ int ShmFabric::copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t
 
 bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
   std::shared_lock<std::shared_mutex> lock(peers_mu_);
-  auto it = peers_.find(dst);
-  if (it == peers_.end() || it->second->dead.load(std::memory_order_relaxed)) return false;
-  const Peer& p = *it->second;
+  const Peer* live = open_live_peer(dst);
+  if (live == nullptr) return false;
+  const Peer& p = *live;
   Mailbox* mb = p.mb;
-  if (mb->closed.load(std::memory_order_acquire) != 0) return false;
   // The owner had our latest packet in hand only once a pass that began after we wrote it has
   // finished; until then its silence may be the scheduler's, not its own.
   const uint64_t since = std::max(since_ns, p.written_ns.load(std::memory_order_relaxed));

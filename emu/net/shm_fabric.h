@@ -116,6 +116,8 @@ class ShmFabric : public Fabric {
   int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
   // `now_ns`: the steady clock (0: read it here).
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
+  // The open, live peer dst (its mailbox not closed), or null; caller holds peers_mu_.
+  const Peer* open_live_peer(const Gid& dst) const;
   void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
   std::string path_of(const Gid& gid) const;
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
