@@ -182,6 +182,11 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void resend_by_value(TxOp* op, uint64_t token);
   void fire_timer(uint64_t when, uint64_t token);
   void arm_timer(uint64_t token, uint64_t when) { timers_.add(when, token); }
+  // The path's timer (PeerPath::timer_ns): armed at `when` unless one is due by then already;
+  // when it fires, the path's transmissions that are due fire (fire_path).
+  void arm_path_timer(PeerPath* path, uint64_t when);
+  void fire_path(uint64_t when, uint32_t index);
+  static constexpr uint64_t kPathTimer = uint64_t{1} << 63;  // wheel tokens of path timers
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
   void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
@@ -269,6 +274,11 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   TimerWheel timers_;  // (when, token) of ops; stale ones are skipped when they fire
   std::set<Gid> responded_peers_;
   std::map<Gid, PeerPath> paths_;  // peers requests went to
+  std::vector<PeerPath*> path_list_;  // the same, by PeerPath::index
+  struct DueTx {
+    uint64_t when, tx_seq, token;
+  };
+  std::vector<DueTx> due_tx_;  // fire_path's scratch
   uint64_t tx_seq_ = 0;
   uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
   uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive

@@ -191,7 +191,11 @@ void DeviceImpl::start_op(TxOp&& op) {
 
 PeerPath* DeviceImpl::path_to(const Gid& gid) {
   PeerPath& path = paths_[gid];
-  if (path.rto_ns == 0) path.rto_ns = initial_rto_ns_;
+  if (path.rto_ns == 0) {
+    path.rto_ns = initial_rto_ns_;
+    path.index = static_cast<uint32_t>(path_list_.size());
+    path_list_.push_back(&path);
+  }
   return &path;
 }
 
@@ -245,10 +249,17 @@ void DeviceImpl::fire_timers() {
   timers_.fire(
       step_now_,
       [this](uint64_t when, uint64_t token) {
+        if (token & kPathTimer) return path_list_[static_cast<uint32_t>(token)]->timer_ns == when;
         TxOp* op = find_op(token);
         return op != nullptr && op->deadline_ns == when;  // else stale: the op moved on
       },
-      [this](uint64_t when, uint64_t token) { fire_timer(when, token); });
+      [this](uint64_t when, uint64_t token) {
+        if (token & kPathTimer) {
+          fire_path(when, static_cast<uint32_t>(token));
+        } else {
+          fire_timer(when, token);
+        }
+      });
 }
 
 void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {
