@@ -289,7 +289,9 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     op_free_.push_back(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }
-  TimerWheel timers_;  // (when, token) of ops; stale ones are skipped when they fire
+  // (when, token) of ops, and of paths (kPathTimer | index: their requests awaiting an answer);
+  // stale ones are skipped when they fire.
+  TimerWheel timers_;
   std::set<Gid> responded_peers_;
   std::map<Gid, PeerPath> paths_;  // peers requests went to
   std::vector<PeerPath*> path_list_;  // the same, by PeerPath::index
