@@ -354,8 +354,6 @@ void DeviceImpl::set_event_handler(EventHandler* handler) {
   handler_ = handler;
 }
 
-EmuQp* DeviceImpl::qp_by_num(uint32_t qpn) { return qpn < qps_.size() ? qps_[qpn] : nullptr; }
-
 EmuAh* DeviceImpl::ah_for_gid(const EmuPd* pd, const Gid& gid) {
   for (EmuAh* ah : ahs_) {
     if (ah != nullptr && ah->pd == pd && ah->gid == gid) return ah;
@@ -363,17 +361,6 @@ EmuAh* DeviceImpl::ah_for_gid(const EmuPd* pd, const Gid& gid) {
   return nullptr;
 }
 
-bool DeviceImpl::check_key(const EmuPd* pd, uint32_t key, uint64_t addr, uint64_t len, uint32_t access,
-                     uint8_t** host_p) {
-  uint32_t idx = (key & 0xffff);
-  if (idx == 0 || (key >> 24) != 0 || idx - 1 >= mrs_.size()) return false;
-  EmuMr* mr = mrs_[idx - 1];
-  if (mr == nullptr || mr->key != key || mr->pd != pd) return false;
-  if ((mr->access & access) != access) return false;
-  if (addr < mr->iova_ || len > mr->len || addr - mr->iova_ > mr->len - len) return false;
-  *host_p = mr->host + (addr - mr->iova_);
-  return true;
-}
 
 }  // namespace emu
 }  // namespace xpufab

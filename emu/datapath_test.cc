@@ -92,6 +92,35 @@ TEST_F(Pair, SendRecvWithTwoSgesAndImmediate) {
   EXPECT_EQ(efa_io_cdesc_common_get_phase(&tx.base.common), 1);
 }
 
+TEST_F(Pair, ARequestBuiltWhereAFailedOneWasCarriesNothingOfIt) {
+  // Requests are built in the slot they are kept in; a WQE that fails its key check gives the
+  // slot back, and the next request there starts from nothing.
+  std::memcpy(a_.at(0), "first!", 6);
+  std::memcpy(a_.at(200), "second", 6);
+  b_.rq.post(1, {{b_.at(1000), 64, b_.mr->lkey()}});
+  b_.rq.post(2, {{b_.at(2000), 64, b_.mr->lkey()}});
+  Wqe w = send_to_b(1);
+  add_sge(&w, a_.addr(0), 6, a_.mr->lkey());
+  set_imm(&w, 0x1234);
+  EXPECT_EQ(tx_status(w), EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(wait_b().base.imm, 0x1234u);
+  w = send_to_b(2);
+  add_sge(&w, a_.addr(0), 4, a_.mr->lkey());
+  add_sge(&w, a_.addr(0), 8, a_.mr->lkey() ^ 0x100);
+  EXPECT_EQ(tx_status(w), EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
+  w = send_to_b(3);
+  add_sge(&w, a_.addr(200), 6, a_.mr->lkey());
+  EXPECT_EQ(tx_status(w), EFA_IO_COMP_STATUS_OK);
+  efa_io_rx_cdesc_ex rx = wait_b();
+  EXPECT_EQ(rx.base.common.status, EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(rx.base.common.req_id, 2);
+  EXPECT_EQ(rx.base.length, 6);
+  EXPECT_FALSE(efa_io_cdesc_common_get_has_imm(&rx.base.common));
+  EXPECT_EQ(std::memcmp(b_.at(2000), "second", 6), 0);
+  EXPECT_EQ(a_.dev->stats().packets_tx, 2u);  // the failed WQE sent nothing
+  EXPECT_EQ(a_.dev->stats().retransmits, 0u);
+}
+
 TEST_F(Pair, InlineSendAndUnknownAhCarriesSourceGid) {
   ASSERT_EQ(b_.dev->destroy_ah(ah_ba_), 0);
   ah_ba_ = nullptr;

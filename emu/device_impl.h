@@ -48,6 +48,7 @@
 #include "emu/profile.h"
 #include "emu/timer_wheel.h"
 #include "emu/trace/trace.h"
+#include "emu/wqe_decode.h"
 
 namespace xpufab {
 namespace emu {
@@ -159,7 +160,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void on_doorbell(uint32_t index, uint32_t value, int* work);
   int process_sq(EmuQp* qp, int budget);
   void execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe);
-  void start_op(TxOp&& op);
+  // Fills *op with the request a decoded WQE makes (its keys checked, its payload gathered);
+  // OK or the completion status of its failure.
+  uint8_t build_request(EmuQp* qp, const WqeRequest& r, EmuAh* ah, TxOp* op);
+  // An op slot for a request being built (claim), given back if the WQE fails before it is
+  // sent (release); start_op sends the request built in it and makes its token live.
+  uint32_t claim_op_slot();
+  void release_op_slot(uint32_t idx);
+  void start_op(uint32_t idx);
   void send_packet(TxOp* op, uint64_t token);
   void handle_request(Packet& pkt);
   // UD (emu/ud.cc): a datagram leaves once and completes; an arriving one lands or is dropped.
@@ -182,6 +190,11 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void resend_by_value(TxOp* op, uint64_t token);
   void fire_timer(uint64_t when, uint64_t token);
   void arm_timer(uint64_t token, uint64_t when) { timers_.add(when, token); }
+  // The path's timer (PeerPath::timer_ns): armed at `when` unless one is due by then already;
+  // when it fires, the path's transmissions that are due fire (fire_path).
+  void arm_path_timer(PeerPath* path, uint64_t when);
+  void fire_path(uint64_t when, uint32_t index);
+  static constexpr uint64_t kPathTimer = uint64_t{1} << 63;  // wheel tokens of path timers
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
   void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
@@ -194,11 +207,21 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void log(const std::string& line) const {
     if (opt_.log) opt_.log(line);
   }
-  EmuQp* qp_by_num(uint32_t qpn);
+  EmuQp* qp_by_num(uint32_t qpn) { return qpn < qps_.size() ? qps_[qpn] : nullptr; }
   EmuAh* ah_for_gid(const EmuPd* pd, const Gid& gid);
-  // Local/remote buffer checks; write the host pointer on success.
+  // Local/remote buffer checks; write the host pointer on success. Inline: every WQE and
+  // every request that lands makes one or two.
   bool check_key(const EmuPd* pd, uint32_t key, uint64_t addr, uint64_t len, uint32_t access,
-                 uint8_t** host_p);
+                 uint8_t** host_p) {
+    uint32_t idx = (key & 0xffff);
+    if (idx == 0 || (key >> 24) != 0 || idx - 1 >= mrs_.size()) return false;
+    EmuMr* mr = mrs_[idx - 1];
+    if (mr == nullptr || mr->key != key || mr->pd != pd) return false;
+    if ((mr->access & access) != access) return false;
+    if (addr < mr->iova_ || len > mr->len || addr - mr->iova_ > mr->len - len) return false;
+    *host_p = mr->host + (addr - mr->iova_);
+    return true;
+  }
   struct RxWqe {
     uint16_t req_id = 0;
     uint32_t ndesc = 0;
@@ -261,14 +284,21 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     uint32_t idx = static_cast<uint32_t>(token);
     OpSlot& s = op_slots_[idx];
     s.used = false;
-    // The next start_op assigns the whole op; only the bytes are given back now.
+    // claim_op_slot makes a fresh op of it; only the bytes are given back now.
     s.op.pkt.payload = Payload();
     op_free_.push_back(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }
-  TimerWheel timers_;  // (when, token) of ops; stale ones are skipped when they fire
+  // (when, token) of ops, and of paths (kPathTimer | index: their requests awaiting an answer);
+  // stale ones are skipped when they fire.
+  TimerWheel timers_;
   std::set<Gid> responded_peers_;
   std::map<Gid, PeerPath> paths_;  // peers requests went to
+  std::vector<PeerPath*> path_list_;  // the same, by PeerPath::index
+  struct DueTx {
+    uint64_t when, tx_seq, token;
+  };
+  std::vector<DueTx> due_tx_;  // fire_path's scratch
   uint64_t tx_seq_ = 0;
   uint64_t min_rto_ns_ = 0, max_rto_ns_ = 0, initial_rto_ns_ = 0;
   uint64_t silence_limit_ns_ = 0;  // a peer silent this long is unresponsive

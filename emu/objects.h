@@ -122,6 +122,11 @@ struct PeerPath {
   // front (no allocation per packet, unlike a map keyed by sequence).
   std::deque<std::pair<uint64_t, uint64_t>> in_flight;
   uint32_t next_seq = 0;       // Packet::seq of the last new request to this peer
+  // One timer covers every transmission in in_flight: it is due no later than the earliest
+  // deadline among them (0: none armed), so a transmission arms nothing of its own unless it is
+  // due before all the others (most are answered long before). index: its token in the wheel.
+  uint64_t timer_ns = 0;
+  uint32_t index = 0;
   bool copy_refused = false;   // a one-copy transfer with this peer failed: use the wire
   // Requests completed lately and when their transmissions left: an answer that comes after
   // the op completed (to a transmission that was only delayed) still times the path, so that

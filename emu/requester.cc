@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "device/efa_io_defs.h"
 #include "emu/device_impl.h"
@@ -85,14 +86,31 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
   if (d.status != EFA_IO_COMP_STATUS_OK) return fail(d.status);
   if (qp->ud && r.op != EFA_IO_SEND) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_UNSUPPORTED_OP);
 
-  TxOp t;
+  // A request is built where it is kept until answered (a datagram, sent once, on the stack).
+  uint8_t status;
+  if (qp->ud) {
+    TxOp t;
+    if ((status = build_request(qp, r, ah, &t)) != EFA_IO_COMP_STATUS_OK) return fail(status);
+    return send_datagram(std::move(t));
+  }
+  const uint32_t idx = claim_op_slot();
+  if ((status = build_request(qp, r, ah, &op_slots_[idx].op)) != EFA_IO_COMP_STATUS_OK) {
+    release_op_slot(idx);
+    return fail(status);
+  }
+  start_op(idx);
+}
+
+uint8_t DeviceImpl::build_request(EmuQp* qp, const WqeRequest& r, EmuAh* ah, TxOp* op) {
+  const bool ud = qp->ud;
+  TxOp& t = *op;
   t.qp = qp;
   t.req_id = r.req_id;
   t.req_id_ex = r.req_id_ex;
   t.op = r.op;
   t.comp_req = r.comp_req;
   t.dst = ah->gid;
-  if (!qp->ud) t.path = ah->path != nullptr ? ah->path : (ah->path = path_to(ah->gid));
+  if (!ud) t.path = ah->path != nullptr ? ah->path : (ah->path = path_to(ah->gid));
   Packet& p = t.pkt;
   p.type = PacketType::kRequest;
   p.op = r.op;
@@ -113,11 +131,11 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       for (uint32_t i = 0; i < r.num_sge; ++i) {
         const WqeBuffer& b = r.sge[i];
         if (b.lkey_reserved || !check_key(qp->pd, b.lkey, b.addr, b.length, 0, &host[i])) {
-          return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
+          return EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY;
         }
         total += b.length;
       }
-      if (total > profile_->mtu) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+      if (total > profile_->mtu) return EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
       p.payload.resize(total);
       size_t off = 0;
       for (uint32_t i = 0; i < r.num_sge; ++i) {
@@ -137,7 +155,7 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       uint8_t* host = nullptr;
       uint32_t need = r.op == EFA_IO_RDMA_READ ? static_cast<uint32_t>(kAccessLocalWrite) : 0u;
       if (lm.lkey_reserved || !check_key(qp->pd, lm.lkey, lm.addr, lm.length, need, &host)) {
-        return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY);
+        return EFA_IO_COMP_STATUS_LOCAL_ERROR_INVALID_LKEY;
       }
       const bool by_ref = one_copy_ && lm.length >= kOneCopyMin && !t.path->copy_refused;
       if (r.op == EFA_IO_RDMA_READ) {
@@ -161,23 +179,36 @@ void DeviceImpl::execute_wqe(EmuQp* qp, uint16_t pc, const uint8_t* wqe) {
       }
     }
   }
-  if (qp->ud) return send_datagram(std::move(t));
-  start_op(std::move(t));
+  return EFA_IO_COMP_STATUS_OK;
 }
 
-void DeviceImpl::start_op(TxOp&& op) {
+uint32_t DeviceImpl::claim_op_slot() {
   uint32_t idx;
   if (!op_free_.empty()) {
     idx = op_free_.back();
     op_free_.pop_back();
+    // A fresh op in place: nothing of its predecessor carries over.
+    TxOp* op = &op_slots_[idx].op;
+    op->~TxOp();
+    new (op) TxOp();
   } else {
     idx = static_cast<uint32_t>(op_slots_.size());
     op_slots_.emplace_back();
   }
+  return idx;
+}
+
+void DeviceImpl::release_op_slot(uint32_t idx) {
+  op_slots_[idx].op.pkt.payload = Payload();
+  op_free_.push_back(idx);
+}
+
+void DeviceImpl::start_op(uint32_t idx) {
   OpSlot& slot = op_slots_[idx];
   slot.gen++;
   slot.used = true;
   uint64_t token = token_of(idx);
+  TxOp& op = slot.op;
   op.pkt.token = token;
   op.qp->outstanding++;
   if (op.path == nullptr) op.path = path_to(op.dst);
@@ -185,13 +216,16 @@ void DeviceImpl::start_op(TxOp&& op) {
   if (++path.next_seq == 0) path.next_seq = 1;  // 0 is "no request" in the responder's window
   op.pkt.seq = path.next_seq;
   op.silent_since_ns = step_now_;
-  slot.op = std::move(op);
-  send_packet(&slot.op, token);
+  send_packet(&op, token);
 }
 
 PeerPath* DeviceImpl::path_to(const Gid& gid) {
   PeerPath& path = paths_[gid];
-  if (path.rto_ns == 0) path.rto_ns = initial_rto_ns_;
+  if (path.rto_ns == 0) {
+    path.rto_ns = initial_rto_ns_;
+    path.index = static_cast<uint32_t>(path_list_.size());
+    path_list_.push_back(&path);
+  }
   return &path;
 }
 
@@ -245,10 +279,17 @@ void DeviceImpl::fire_timers() {
   timers_.fire(
       step_now_,
       [this](uint64_t when, uint64_t token) {
+        if (token & kPathTimer) return path_list_[static_cast<uint32_t>(token)]->timer_ns == when;
         TxOp* op = find_op(token);
         return op != nullptr && op->deadline_ns == when;  // else stale: the op moved on
       },
-      [this](uint64_t when, uint64_t token) { fire_timer(when, token); });
+      [this](uint64_t when, uint64_t token) {
+        if (token & kPathTimer) {
+          fire_path(when, static_cast<uint32_t>(token));
+        } else {
+          fire_timer(when, token);
+        }
+      });
 }
 
 void DeviceImpl::fire_timer(uint64_t when, uint64_t token) {

@@ -34,7 +34,41 @@ void DeviceImpl::arm_rto(TxOp* op, uint64_t token) {
   op->deadline_ns = step_now_ + op->rto_ns;
   uint64_t limit = op->silent_since_ns + silence_limit_ns_;
   if (limit > step_now_) op->deadline_ns = std::min(op->deadline_ns, limit);
-  arm_timer(token, op->deadline_ns);
+  arm_path_timer(path, op->deadline_ns);
+}
+
+void DeviceImpl::arm_path_timer(PeerPath* path, uint64_t when) {
+  if (path->timer_ns != 0 && path->timer_ns <= when) return;
+  path->timer_ns = when;
+  arm_timer(kPathTimer | path->index, when);
+}
+
+void DeviceImpl::fire_path(uint64_t when, uint32_t index) {
+  PeerPath* path = path_list_[index];
+  if (path->timer_ns != when) return;  // fired already in this pass, or moved earlier since
+  path->timer_ns = 0;
+  // The path's transmissions due now fire in the order of their deadlines, then of sending (as
+  // timers of their own would); the earliest later deadline keeps the path's timer armed.
+  due_tx_.clear();
+  uint64_t next = 0;
+  for (const auto& e : path->in_flight) {
+    TxOp* t = find_op(e.second);
+    if (t == nullptr || t->path != path || t->tx_seq != e.first) continue;
+    if (t->deadline_ns <= step_now_) {
+      due_tx_.push_back(DueTx{t->deadline_ns, e.first, e.second});
+    } else if (next == 0 || t->deadline_ns < next) {
+      next = t->deadline_ns;
+    }
+  }
+  if (next != 0) arm_path_timer(path, next);
+  if (due_tx_.size() > 1) {
+    std::sort(due_tx_.begin(), due_tx_.end(), [](const DueTx& a, const DueTx& b) {
+      return a.when != b.when ? a.when < b.when : a.tx_seq < b.tx_seq;
+    });
+  }
+  // fire_timer may retransmit, which appends to in_flight (hence the list) and arms this timer
+  // again, never fire_path. It checks each op again: an earlier one may have moved it on.
+  for (const DueTx& d : due_tx_) fire_timer(d.when, d.token);
 }
 
 void DeviceImpl::retransmit(TxOp* op, uint64_t token) {

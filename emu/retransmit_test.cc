@@ -150,6 +150,47 @@ TEST_F(Retransmit, TimeoutBacksOffAndUnrespComesOnlyAfterTheSilenceLimit) {
   EXPECT_EQ(a_.dev->stats().timeouts, 1u);
 }
 
+TEST_F(Retransmit, OneTimerPerPathRetransmitsEveryLostRequestAtItsOwnTimeout) {
+  // The path to B has one timer for all its requests in flight. The last four of eight lost
+  // requests see no later answers (no fast retransmit): each comes back at its timeout (50 us).
+  open(50, 200000, 3);
+  warm_up(20);
+  hooks_.drop_from = hooks_.requests_out + 4;
+  hooks_.drop_count = 4;
+  for (uint16_t id = 30; id < 38; ++id) a_.sq.post(write(id));
+  uint64_t passes = 0;
+  int ok = 0;
+  efa_io_rx_cdesc_ex c;
+  while (ok < 8 && next(&c, &passes, 1000)) {
+    EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+    ++ok;
+  }
+  EXPECT_EQ(ok, 8);
+  EXPECT_EQ(a_.dev->stats().retransmits, 4u);
+  EXPECT_GE(passes, 50u);
+  EXPECT_LE(passes, 100u);
+  // Two lost requests sent 30 passes apart: the timer that fired for the first is armed again
+  // for the second's later timeout.
+  hooks_.drop_from = hooks_.requests_out;
+  hooks_.drop_count = 1;
+  a_.sq.post(write(40));
+  for (int i = 0; i < 30; ++i) {
+    a_.dev->step(64);
+    b_.dev->step(64);
+  }
+  hooks_.drop_from = hooks_.requests_out;
+  a_.sq.post(write(41));
+  passes = 30;
+  for (int done = 0; done < 2; ++done) {
+    ASSERT_TRUE(next(&c, &passes, 1000));
+    EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+    EXPECT_EQ(c.base.common.req_id, 40 + done);
+  }
+  EXPECT_EQ(a_.dev->stats().retransmits, 6u);
+  EXPECT_GE(passes, 80u);
+  EXPECT_LE(passes, 150u);
+}
+
 TEST_F(Retransmit, FastRetransmitRecoversARequestOvertakenByLaterAnswers) {
   // A 100 ms floor: only fast retransmit can bring the lost request back within a few passes.
   open(100000, 200000, 3);

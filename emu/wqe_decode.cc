@@ -33,15 +33,13 @@ WqeDecode decode_wqe(const uint8_t* wqe, uint32_t wqe_size, const Profile& profi
   r.req_id = meta.req_id;
   r.req_id_ex = meta.req_id_ex;
   r.ah = meta.ah;
-  auto fail = [&](uint8_t status) {
-    out.status = status;
-    return out;
-  };
+  // Every exit returns `out` itself, so the result is built in the caller's (no copy).
   // Descriptor framing: meta_desc, first and last set; reserved bits clear.
   if (!efa_io_tx_meta_desc_get_meta_desc(&meta) || !efa_io_tx_meta_desc_get_first(&meta) ||
       !efa_io_tx_meta_desc_get_last(&meta) || efa_io_tx_meta_desc_get_meta_extension(&meta) ||
       (meta.ctrl2 & 0xe2) != 0 || (meta.ctrl3 & 0xfc) != 0) {
-    return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR);
+    out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_QP_INTERNAL_ERROR;
+    return out;
   }
   const uint32_t caps = profile.device_caps;
   bool has_imm = efa_io_tx_meta_desc_get_has_imm(&meta) != 0;
@@ -50,7 +48,8 @@ WqeDecode decode_wqe(const uint8_t* wqe, uint32_t wqe_size, const Profile& profi
       (op == EFA_IO_RDMA_WRITE && !(caps & backend::kCapRdmaWrite)) ||
       (op == EFA_IO_RDMA_READ && has_imm) || (op == EFA_IO_RDMA_READ && inl) ||
       (op == EFA_IO_RDMA_WRITE && inl && wqe_size != EFA_IO_TX_WQE_128_SIZE)) {
-    return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_UNSUPPORTED_OP);
+    out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_UNSUPPORTED_OP;
+    return out;
   }
   r.dest_qpn = meta.dest_qp_num;
   r.qkey = meta.qkey;
@@ -63,14 +62,16 @@ WqeDecode decode_wqe(const uint8_t* wqe, uint32_t wqe_size, const Profile& profi
   if (op == EFA_IO_SEND) {
     if (inl) {
       if (meta.length > inline_max || meta.length > profile.mtu) {
-        return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+        out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+        return out;
       }
       r.inline_data = data;
       r.inline_len = meta.length;
       return out;
     }
     if (meta.length > std::min<uint32_t>(profile.max_sq_sge, EFA_IO_TX_DESC_NUM_BUFS)) {
-      return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+      out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+      return out;
     }
     efa_io_tx_buf_desc sgl[EFA_IO_TX_DESC_NUM_BUFS];
     std::memcpy(sgl, data, sizeof(sgl));
@@ -83,20 +84,30 @@ WqeDecode decode_wqe(const uint8_t* wqe, uint32_t wqe_size, const Profile& profi
   r.remote_addr = efa_io_remote_mem_addr_get_addr(&remote);
   r.rkey = remote.rkey;
   r.length = remote.length;
-  if (remote.length > profile.max_rdma_size) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+  if (remote.length > profile.max_rdma_size) {
+    out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+    return out;
+  }
   const uint8_t* local = data + sizeof(efa_io_remote_mem_addr);
   if (inl) {  // inline RDMA write (128-byte WQE only, checked above)
     if (meta.length != remote.length || meta.length > inline_max) {
-      return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+      out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+      return out;
     }
     r.inline_data = local;
     r.inline_len = meta.length;
     return out;
   }
-  if (meta.length != EFA_IO_TX_DESC_NUM_RDMA_BUFS) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+  if (meta.length != EFA_IO_TX_DESC_NUM_RDMA_BUFS) {
+    out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+    return out;
+  }
   efa_io_tx_buf_desc lm;
   std::memcpy(&lm, local, sizeof(lm));
-  if (lm.length != remote.length) return fail(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH);
+  if (lm.length != remote.length) {
+    out.status = EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH;
+    return out;
+  }
   r.local = buffer_of(lm);
   return out;
 }
