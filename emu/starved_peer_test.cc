@@ -64,6 +64,14 @@ TEST_F(StarvedPeer, IsWaitedForAndAnswersLate) {
   post_write();
   efa_io_rx_cdesc_ex c;
   EXPECT_FALSE(step_a(40, &c));  // five silence limits: B's engine has not run
+  // A's timer found the request unread by B and waited. Stepped on until it has, however long the
+  // scheduler kept this thread from running during the 40 ms.
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool cqe = false;
+  while (a.dev->stats().stalled_waits + a.dev->stats().unserved_waits == 0 &&
+         std::chrono::steady_clock::now() < limit && !(cqe = a.cqr.poll(&c)))
+    a.dev->step(64);
+  EXPECT_FALSE(cqe);
   EXPECT_GT(a.dev->stats().stalled_waits + a.dev->stats().unserved_waits, 0u);
   ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
