@@ -200,39 +200,94 @@ TEST_P(MultiRecv, UnexpectedMessagesFillTheBufferWhenPosted) {
 // A rendezvous message (1 MiB, far above one packet) between two eager ones: all three land
 // at their offsets; the buffer is released by the third, and the flag is on whichever of them
 // completes last (the buffer is the application's only once the read into it is done).
-TEST_P(MultiRecv, ARendezvousMessageLandsInTheBuffer) {
+void rendezvous_into_buffer(Member& m, Node& n, fi_addr_t peer) {
   constexpr size_t kBig = 1u << 20;
-  pair([&](Member& m, Node& n, fi_addr_t peer) {
-    int ctx = 0;
-    if (m.rank() == 0) {
-      // Room for the three and 40 bytes: below the default minimum, so the third releases it.
-      GROUP_CHECK(post_recv(n, 0, 64 + kBig + 64 + 40, &ctx, FI_MULTI_RECV) == 0);
-      m.barrier();
-      std::vector<fi_cq_tagged_entry> got;
-      for (int i = 0; i < 3; ++i) got.push_back(n.expect(60000));
-      for (int i = 0; i < 3; ++i) GROUP_CHECK(((got[i].flags & FI_MULTI_RECV) != 0) == (i == 2));
-      std::sort(got.begin(), got.end(), [](const fi_cq_tagged_entry& x, const fi_cq_tagged_entry& y) {
-        return x.buf < y.buf;
-      });
-      GROUP_CHECK(got[0].buf == n.at(0) && got[0].len == 64);
-      GROUP_CHECK(got[1].buf == n.at(64) && got[1].len == kBig);
-      GROUP_CHECK(got[2].buf == n.at(64 + kBig) && got[2].len == 64);
-      for (const auto& e : got) GROUP_CHECK(e.op_context == &ctx && is_multi_part(e));
-      GROUP_CHECK(has_pattern(n.at(0), 64, 1) && has_pattern(n.at(64), kBig, 2) &&
-                  has_pattern(n.at(64 + kBig), 64, 3));
-      GROUP_CHECK(fi_cancel(&n.ep()->fid, &ctx) == -FI_ENOENT);
-    } else {
-      m.barrier();
-      fill(n.at(0), 64, 1);
-      fill(n.at(4096), kBig, 2);
-      fill(n.at(2u << 20), 64, 3);
-      for (size_t at : {size_t{0}, size_t{4096}, size_t{2u << 20}}) {
-        const size_t len = at == 4096 ? kBig : 64;
-        GROUP_CHECK(post_retrying(n, [&] { return fi_send(n.ep(), n.at(at), len, n.desc(), peer, nullptr); }) == 0);
-      }
-      for (int i = 0; i < 3; ++i) GROUP_CHECK((n.expect(60000).flags & FI_SEND) != 0);
+  int ctx = 0;
+  if (m.rank() == 0) {
+    // Room for the three and 40 bytes: below the default minimum, so the third releases it.
+    GROUP_CHECK(post_recv(n, 0, 64 + kBig + 64 + 40, &ctx, FI_MULTI_RECV) == 0);
+    m.barrier();
+    std::vector<fi_cq_tagged_entry> got;
+    for (int i = 0; i < 3; ++i) got.push_back(n.expect(60000));
+    for (int i = 0; i < 3; ++i) GROUP_CHECK(((got[i].flags & FI_MULTI_RECV) != 0) == (i == 2));
+    std::sort(got.begin(), got.end(), [](const fi_cq_tagged_entry& x, const fi_cq_tagged_entry& y) {
+      return x.buf < y.buf;
+    });
+    GROUP_CHECK(got[0].buf == n.at(0) && got[0].len == 64);
+    GROUP_CHECK(got[1].buf == n.at(64) && got[1].len == kBig);
+    GROUP_CHECK(got[2].buf == n.at(64 + kBig) && got[2].len == 64);
+    for (const auto& e : got) GROUP_CHECK(e.op_context == &ctx && is_multi_part(e));
+    GROUP_CHECK(has_pattern(n.at(0), 64, 1) && has_pattern(n.at(64), kBig, 2) &&
+                has_pattern(n.at(64 + kBig), 64, 3));
+    GROUP_CHECK(fi_cancel(&n.ep()->fid, &ctx) == -FI_ENOENT);
+  } else {
+    m.barrier();
+    fill(n.at(0), 64, 1);
+    fill(n.at(4096), kBig, 2);
+    fill(n.at(2u << 20), 64, 3);
+    for (size_t at : {size_t{0}, size_t{4096}, size_t{2u << 20}}) {
+      const size_t len = at == 4096 ? kBig : 64;
+      GROUP_CHECK(post_retrying(n, [&] { return fi_send(n.ep(), n.at(at), len, n.desc(), peer, nullptr); }) == 0);
     }
-  });
+    for (int i = 0; i < 3; ++i) GROUP_CHECK((n.expect(60000).flags & FI_SEND) != 0);
+  }
+}
+
+// fi_cancel of a buffer a rendezvous message may still be landing in: its FI_ECANCELED entry
+// (with FI_MULTI_RECV) comes after the completions of every message that landed in it.
+void cancel_after_parts(Member& m, Node& n, fi_addr_t peer) {
+  constexpr size_t kBig = 1u << 20;
+  int ctx = 0;
+  if (m.rank() == 1) {
+    fill(n.at(0), kBig, 5);
+    fill(n.at(2u << 20), 64, 6);
+    m.barrier();
+    GROUP_CHECK(post_retrying(n, [&] { return fi_send(n.ep(), n.at(0), kBig, n.desc(), peer, nullptr); }) == 0);
+    GROUP_CHECK(post_retrying(n, [&] { return fi_send(n.ep(), n.at(2u << 20), 64, n.desc(), peer, nullptr); }) == 0);
+    for (int i = 0; i < 2; ++i) GROUP_CHECK((n.expect(60000).flags & FI_SEND) != 0);
+    return;
+  }
+  GROUP_CHECK(post_recv(n, 0, 4u << 20, &ctx, FI_MULTI_RECV) == 0);
+  m.barrier();
+  bool big = false, small = false;
+  while (!small) {
+    const fi_cq_tagged_entry e = n.expect(60000);
+    GROUP_CHECK(e.op_context == &ctx && !(e.flags & FI_MULTI_RECV));
+    if (e.len == kBig) big = true;
+    else small = e.len == 64 && e.buf == n.at(kBig);
+    GROUP_CHECK(big || small);
+  }
+  GROUP_CHECK(fi_cancel(&n.ep()->fid, &ctx) == 0);
+  for (;;) {
+    fi_cq_tagged_entry e{};
+    fi_cq_err_entry err{};
+    const int rc = n.wait(&e, &err, 60000);
+    GROUP_CHECK(rc == 1 || rc == -FI_EAVAIL);
+    if (rc == -FI_EAVAIL) {
+      GROUP_CHECK(err.err == FI_ECANCELED && err.op_context == &ctx && (err.flags & FI_MULTI_RECV));
+      break;
+    }
+    GROUP_CHECK(!big && e.len == kBig && e.op_context == &ctx && !(e.flags & FI_MULTI_RECV));
+    big = true;
+  }
+  GROUP_CHECK(big && has_pattern(n.at(0), kBig, 5) && has_pattern(n.at(kBig), 64, 6));
+}
+
+TEST_P(MultiRecv, ARendezvousMessageLandsInTheBuffer) { pair(rendezvous_into_buffer); }
+
+// The same on EFA gen1, without RDMA read: the sender pushes the message into its part.
+TEST_P(MultiRecv, ARendezvousMessageLandsInTheBufferWithoutRdmaRead) {
+  setenv("FI_EFA_EMU_PROFILE", "gen1", 1);
+  pair(rendezvous_into_buffer);
+  unsetenv("FI_EFA_EMU_PROFILE");
+}
+
+TEST_P(MultiRecv, CancelWaitsForTheMessagesLandingInIt) { pair(cancel_after_parts); }
+
+TEST_P(MultiRecv, CancelWaitsForTheMessagesLandingInItWithoutRdmaRead) {
+  setenv("FI_EFA_EMU_PROFILE", "gen1", 1);
+  pair(cancel_after_parts);
+  unsetenv("FI_EFA_EMU_PROFILE");
 }
 
 // One endpoint: the option's bounds, what FI_MULTI_RECV refuses, and a buffer already below
