@@ -349,6 +349,8 @@ struct EfaEp {
   size_t tx_size = 0, rx_size = 0;
   size_t max_msg = 0;
   size_t prefix = 0;  // FI_MSG_PREFIX bytes in front of every buffer (DGRAM: the GRH)
+  // FI_OPT_MIN_MULTI_RECV of a protocol-fabric endpoint (its core takes it on enable).
+  size_t min_multi_recv = 64;
   bool dgram = false;
   std::mutex tx_lock, rx_lock;
   struct efa_sq sq{};

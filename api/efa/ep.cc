@@ -326,6 +326,10 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
     case FI_OPT_INJECT_RMA_SIZE: v = 0; break;
     case FI_OPT_TX_SIZE: v = ep->tx_size; break;
     case FI_OPT_RX_SIZE: v = ep->rx_size; break;
+    case FI_OPT_MIN_MULTI_RECV:
+      if (!ep->dom->proto) return -FI_ENOPROTOOPT;  // efa-direct has no multi-receive buffers
+      v = ep->min_multi_recv;
+      break;
     default: return -FI_ENOPROTOOPT;
   }
   if (*optlen < sizeof(size_t)) {
@@ -355,6 +359,14 @@ int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen
       const size_t max = optname == FI_OPT_TX_SIZE ? ep->dom->attr.max_sq_wr : ep->dom->attr.max_rq_wr;
       if (v == 0 || v > max) return -FI_EINVAL;
       (optname == FI_OPT_TX_SIZE ? ep->tx_size : ep->rx_size) = v;
+      return 0;
+    }
+    case FI_OPT_MIN_MULTI_RECV: {
+      if (!ep->dom->proto) return -FI_ENOPROTOOPT;
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      size_t v;
+      memcpy(&v, optval, sizeof(v));
+      proto_set_min_multi_recv(ep, v);
       return 0;
     }
     default:

@@ -525,6 +525,7 @@ int proto_ep_enable(EfaEp* ep) {
                mr->bmr->rkey());
   }
   ps->waiting.resize(ps->cfg.max_peers);
+  ps->pep->min_multi_recv = ep->min_multi_recv;
   ep->proto = ps;
   dom->proto_eps.push_back(ep);
   return 0;
@@ -627,13 +628,15 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
     return -FI_EOPNOTSUPP;
   const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (peek && !r.tagged) return -FI_EINVAL;
+  // FI_MULTI_RECV is for untagged receives into one buffer; the core refuses the rest.
+  const uint64_t multi = r.flags & FI_MULTI_RECV;
   proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
   int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);
   if (rc) return rc;
   ProtoState* ps = ep->proto;
   const auto ctx = reinterpret_cast<uintptr_t>(r.context);
-  const uint64_t flags = (r.tagged ? FI_TAGGED : 0) | peek;
+  const uint64_t flags = (r.tagged ? FI_TAGGED : 0) | peek | multi;
   {
     CoreLock g(ps);
     sync_peers(ep, ps);
@@ -645,7 +648,8 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
     }
     rc = ::proto_recvv(ps->pep, src, b, static_cast<uint32_t>(r.count), r.tag, r.ignore, flags,
                        ctx);
-    if (rc == 0 && !peek && !reports(ep, false, r.flags)) ps->silent.insert(ctx);
+    // A multi-receive buffer reports every message, each the only word of where it landed.
+    if (rc == 0 && !peek && !multi && !reports(ep, false, r.flags)) ps->silent.insert(ctx);
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   return rc;
@@ -733,6 +737,13 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   if (rc) return rc;
   ep->dom->dev->progress(16);
   return 0;
+}
+
+void proto_set_min_multi_recv(EfaEp* ep, size_t v) {
+  ep->min_multi_recv = v;
+  if (!ep->proto) return;
+  CoreLock g(ep->proto);
+  ep->proto->pep->min_multi_recv = v;
 }
 
 ssize_t proto_cancel(EfaEp* ep, void* context) {

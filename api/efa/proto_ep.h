@@ -94,6 +94,8 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
                   uint64_t flags, bool inject_call = false);
 // Operations the endpoint can still take (fi_tx_size_left / fi_rx_size_left: a lower bound).
 ssize_t proto_ops_left(EfaEp* ep);
+// FI_OPT_MIN_MULTI_RECV: kept on the endpoint, and in its core once enabled.
+void proto_set_min_multi_recv(EfaEp* ep, size_t v);
 // fi_cancel of a posted receive: 0 (its FI_ECANCELED completion follows) or -FI_ENOENT.
 ssize_t proto_cancel(EfaEp* ep, void* context);
 // Runs the core's progress and stages its completions on the endpoint's CQs and counters.

@@ -116,14 +116,17 @@ ssize_t m_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_a
 
 // ---- tagged messages ------------------------------------------------------------------------
 
+// FI_MULTI_RECV among the endpoint's receive flags applies to its untagged receives only.
+uint64_t tagged_rx_flags(fid_ep* e) { return rx_flags(e) & ~FI_MULTI_RECV; }
+
 ssize_t t_recv(fid_ep* e, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void* context) {
   iovec v{buf, len};
-  return recv_one(e, &v, &desc, 1, src, true, tag, ignore, context, rx_flags(e));
+  return recv_one(e, &v, &desc, 1, src, true, tag, ignore, context, tagged_rx_flags(e));
 }
 ssize_t t_recvv(fid_ep* e, const iovec* iov, void** desc, size_t count, fi_addr_t src,
                 uint64_t tag, uint64_t ignore, void* context) {
-  return recv_one(e, iov, desc, count, src, true, tag, ignore, context, rx_flags(e));
+  return recv_one(e, iov, desc, count, src, true, tag, ignore, context, tagged_rx_flags(e));
 }
 ssize_t t_recvmsg(fid_ep* e, const fi_msg_tagged* msg, uint64_t flags) {
   if (!msg) return -FI_EINVAL;

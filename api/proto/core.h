@@ -183,6 +183,7 @@ XPU_FUNC int proto_ep_init(struct proto_ep *ep, const struct proto_config *c, co
   ep->unexp_free = c->max_unexp ? 0 : PROTO_NONE;
   ep->max_mr = PROTO_MAX_MR;
   ep->last_peer = PROTO_NONE;
+  ep->min_multi_recv = PROTO_MIN_MULTI_RECV_DEFAULT;
   rc = proto_match_init(&ep->tm, ep->tm_pool, c->max_ops + c->max_unexp);
   if (rc == 0) rc = proto_match_init(&ep->um, ep->um_pool, c->max_ops + c->max_unexp);
   if (rc) return rc;

@@ -228,7 +228,7 @@ struct proto_op {
   int32_t prov_errno;
   uint32_t src;
   uint32_t matcher; /* posted receives: 1 tagged, 0 untagged */
-  uint32_t reserved2;
+  uint32_t parent;  /* PROTO_OPM_MULTI_PART: the multi-receive buffer's op */
   /* Atomics: where fetched values go. */
   uint8_t *result;
   uint32_t result_len;
@@ -243,6 +243,18 @@ struct proto_op {
 #define PROTO_OPM_DISCARD 2u /* FI_DISCARD: complete without data and without truncation */
 #define PROTO_OPM_COUNTED 4u /* counted in its peer's ops_out */
 #define PROTO_OPM_ORDERED 8u /* counted in its peer's writes_out */
+/*
+ * FI_MULTI_RECV: the buffer's op stays on the untagged posted list, `cursor`
+ * the bytes handed out and `inflight` its messages not completed yet; each
+ * message gets an op of its own (a part) over the next bytes. Released: off
+ * the list, the op lives on until its last part completed.
+ */
+#define PROTO_OPM_MULTI 16u
+#define PROTO_OPM_MULTI_PART 32u
+#define PROTO_OPM_MULTI_RELEASED 64u
+
+/* fi_setopt FI_OPT_MIN_MULTI_RECV's default, as libfabric's efa provider has it. */
+#define PROTO_MIN_MULTI_RECV_DEFAULT 64u
 
 /* What a transmit buffer holds until its SEND completes. */
 struct proto_txbuf {
@@ -340,6 +352,8 @@ struct proto_ep {
   struct proto_match_entry *um_pool;
   uint32_t credit_due; /* a CREDIT packet could not go out: progress tries the peers again */
   uint32_t reserved4;
+  /* A multi-receive buffer with less space left than this is released (FI_OPT_MIN_MULTI_RECV). */
+  uint64_t min_multi_recv;
 };
 
 #define PROTO_MAX_MR 64u

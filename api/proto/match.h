@@ -216,6 +216,22 @@ XPU_FUNC uint32_t proto_match_find_posted(const struct proto_match *m, uint64_t 
   return PROTO_MATCH_NIL;
 }
 
+/*
+ * The oldest posted receive after entry `from` that a message (tag, src)
+ * matches, or PROTO_MATCH_NIL: the search goes on past a receive the consumer
+ * passes over (a multi-receive buffer without room for the message).
+ */
+XPU_FUNC uint32_t proto_match_find_posted_after(const struct proto_match *m, uint32_t from, uint64_t tag,
+                                                uint64_t src) {
+  uint32_t i;
+  if (from >= m->capacity || m->pool[from].list != PROTO_MATCH_POSTED) return PROTO_MATCH_NIL;
+  for (i = m->pool[from].next; i != PROTO_MATCH_NIL; i = m->pool[i].next) {
+    const struct proto_match_entry *e = &m->pool[i];
+    if (proto_match_tag_matches(e->tag, e->ignore, e->src, tag, src)) return i;
+  }
+  return PROTO_MATCH_NIL;
+}
+
 /* The oldest unclaimed unexpected message a receive (tag, ignore, src) matches, or PROTO_MATCH_NIL. */
 XPU_FUNC uint32_t proto_match_find_unexpected(const struct proto_match *m, uint64_t tag, uint64_t ignore,
                                               uint64_t src) {
@@ -242,6 +258,16 @@ XPU_FUNC int proto_match_post_recv(struct proto_match *m, uint64_t tag, uint64_t
     return 1;
   }
   return proto_match_append_(m, PROTO_MATCH_POSTED, tag, ignore, src, cookie) == PROTO_MATCH_NIL ? -FI_EAGAIN : 0;
+}
+
+/*
+ * Queues a receive at the tail of the posted list without looking at the
+ * unexpected messages (a consumer that takes several of them itself); its
+ * entry's index, or PROTO_MATCH_NIL when the pool is full.
+ */
+XPU_FUNC uint32_t proto_match_post_only(struct proto_match *m, uint64_t tag, uint64_t ignore, uint64_t src,
+                                        uint64_t cookie) {
+  return proto_match_append_(m, PROTO_MATCH_POSTED, tag, ignore, src, cookie);
 }
 
 /*

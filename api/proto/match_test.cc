@@ -52,6 +52,34 @@ TEST_F(MatchTest, ArrivalMatchesOldestPostedReceive) {
   EXPECT_EQ(proto_match_posted_count(&m_), 0u);
 }
 
+// What a multi-receive buffer needs: a receive queued past a matching unexpected message, and
+// the search for the next matching receive after one the consumer passes over.
+TEST_F(MatchTest, PostOnlyQueuesPastUnexpectedAndSearchGoesOnAfterAnEntry) {
+  proto_match_hit h{};
+  ASSERT_EQ(proto_match_arrive(&m_, 0, 1, 10, &h), 0);
+  const uint32_t a = proto_match_post_only(&m_, 0, 0, PROTO_ADDR_ANY, 100);
+  ASSERT_NE(a, PROTO_MATCH_NIL);
+  EXPECT_EQ(proto_match_unexpected_count(&m_), 1u);
+  EXPECT_EQ(proto_match_posted_count(&m_), 1u);
+  ASSERT_NE(proto_match_post_only(&m_, 0, 0, 2, 101), PROTO_MATCH_NIL);  // from source 2 only
+  ASSERT_NE(proto_match_post_only(&m_, 0, 0, PROTO_ADDR_ANY, 102), PROTO_MATCH_NIL);
+  EXPECT_EQ(proto_match_unexpected_count(&m_), 1u);
+  EXPECT_EQ(proto_match_find_posted(&m_, 0, 1), a);
+  const uint32_t next = proto_match_find_posted_after(&m_, a, 0, 1);
+  ASSERT_NE(next, PROTO_MATCH_NIL);
+  EXPECT_EQ(pool_[next].cookie, 102u);  // the source-2 receive does not match source 1
+  EXPECT_EQ(proto_match_find_posted_after(&m_, next, 0, 1), PROTO_MATCH_NIL);
+  const uint32_t from2 = proto_match_find_posted_after(&m_, a, 0, 2);
+  ASSERT_NE(from2, PROTO_MATCH_NIL);
+  EXPECT_EQ(pool_[from2].cookie, 101u);
+  // An entry that is not a posted receive starts no search.
+  EXPECT_EQ(proto_match_find_posted_after(&m_, 7, 0, 1), PROTO_MATCH_NIL);
+  EXPECT_EQ(proto_match_find_posted_after(&m_, 100, 0, 1), PROTO_MATCH_NIL);
+  Init(1);
+  ASSERT_NE(proto_match_post_only(&m_, 0, 0, PROTO_ADDR_ANY, 1), PROTO_MATCH_NIL);
+  EXPECT_EQ(proto_match_post_only(&m_, 0, 0, PROTO_ADDR_ANY, 2), PROTO_MATCH_NIL);
+}
+
 TEST_F(MatchTest, ReceiveTakesOldestUnexpectedMessage) {
   proto_match_hit h{};
   ASSERT_EQ(proto_match_arrive(&m_, 7, 1, 10, &h), 0);

@@ -43,6 +43,42 @@ XPU_FUNC struct proto_match *proto_matcher(struct proto_ep *ep, int tagged) { re
 
 /* ---- completing ------------------------------------------------------------------------------- */
 
+XPU_FUNC void proto_recv_complete(struct proto_ep *ep, uint32_t i);
+
+/*
+ * The last part of a released multi-receive buffer completed: its entry `c`
+ * carries FI_MULTI_RECV, the buffer is the application's again. A cancelled
+ * buffer reports its own FI_ECANCELED entry instead, after the part's.
+ */
+XPU_FUNC void proto_multi_part_done(struct proto_ep *ep, uint32_t p, struct proto_comp *c) {
+  struct proto_op *m = &ep->ops[p];
+  if (m->inflight) m->inflight--;
+  if (!(m->mode & PROTO_OPM_MULTI_RELEASED) || m->inflight) return;
+  if (m->err) {
+    m->total = 0;
+    proto_recv_complete(ep, p);
+    return;
+  }
+  c->flags |= FI_MULTI_RECV;
+  proto_op_free(ep, p);
+}
+
+/*
+ * Takes multi-receive buffer p off the posted list. With no message of it in
+ * progress it completes at once (length 0, FI_MULTI_RECV); otherwise its last
+ * part does (proto_multi_part_done).
+ */
+XPU_FUNC void proto_multi_release(struct proto_ep *ep, uint32_t p) {
+  struct proto_op *m = &ep->ops[p];
+  struct proto_match_hit hit;
+  proto_match_cancel(&ep->um, p, &hit);
+  m->mode |= PROTO_OPM_MULTI_RELEASED;
+  m->flags |= FI_MULTI_RECV;
+  if (m->inflight) return;
+  m->total = 0;
+  proto_recv_complete(ep, p);
+}
+
 XPU_FUNC void proto_send_complete(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
   if (!(o->mode & PROTO_OPM_SILENT)) {
@@ -81,7 +117,14 @@ XPU_FUNC void proto_recv_complete(struct proto_ep *ep, uint32_t i) {
     c->err = FI_ETRUNC;
     c->olen = o->total - o->len;
   }
+  const uint32_t parent = (o->mode & PROTO_OPM_MULTI_PART) ? o->parent : PROTO_NONE;
   proto_op_free(ep, i);
+  if (parent != PROTO_NONE) proto_multi_part_done(ep, parent, c);
+}
+
+/* Completion entries op i's completion may push: a multi-receive part may also release a cancelled buffer. */
+XPU_FUNC uint32_t proto_recv_comps_needed(const struct proto_ep *ep, uint32_t i) {
+  return (ep->ops[i].mode & PROTO_OPM_MULTI_PART) ? 2u : 1u;
 }
 
 /* ---- sending ------------------------------------------------------------------------------------ */
@@ -224,12 +267,58 @@ XPU_FUNC void proto_unexp_release(struct proto_ep *ep, uint32_t u) {
   ep->unexp_free = u;
 }
 
+/* The length of the message an EAGER or RTS packet starts. */
+XPU_FUNC uint64_t proto_msg_len(const struct proto_hdr *h) { return h->op == PROTO_OP_RTS ? h->u0 : h->len; }
+
+/* Whether posted receive op i takes a message of `len` bytes: a multi-receive buffer only while it fits. */
+XPU_FUNC int proto_recv_fits(const struct proto_ep *ep, uint32_t i, uint64_t len) {
+  const struct proto_op *o = &ep->ops[i];
+  return !(o->mode & PROTO_OPM_MULTI) || len <= o->len - o->cursor;
+}
+
+/*
+ * A message of `len` bytes lands in multi-receive buffer p at the next
+ * offset: the op that receives it (completing with the buffer's context), or
+ * PROTO_NONE when no op is free. The buffer is released once the space left
+ * falls below min_multi_recv.
+ */
+XPU_FUNC uint32_t proto_multi_take(struct proto_ep *ep, uint32_t p, uint64_t len) {
+  const uint32_t i = proto_op_alloc(ep, PROTO_K_RECV);
+  if (i == PROTO_NONE) return PROTO_NONE;
+  struct proto_op *m = &ep->ops[p];
+  struct proto_op *o = &ep->ops[i];
+  struct proto_buf b;
+  b.addr = m->buf + m->cursor;
+  b.len = len;
+  b.lkey = m->lkey;
+  b.rkey = m->rkey;
+  proto_op_set_bufs(o, &b, 1);
+  o->context = m->context;
+  o->flags = m->flags & ~(uint64_t)FI_MULTI_RECV;
+  o->state = PROTO_S_POSTED;
+  o->mode = PROTO_OPM_MULTI_PART;
+  o->parent = p;
+  m->cursor += len;
+  m->inflight++;
+  if (m->len - m->cursor < ep->min_multi_recv) proto_multi_release(ep, p);
+  return i;
+}
+
 /* An EAGER or RTS packet: to the oldest matching receive, or kept as unexpected. */
 XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct proto_hdr *h, const uint8_t *payload) {
   const int tagged = (h->flags & PROTO_WF_TAGGED) != 0;
   struct proto_match *m = proto_matcher(ep, tagged);
   const uint64_t tag = tagged ? h->tag : 0;
-  const uint32_t p = proto_match_find_posted(m, tag, peer);
+  uint32_t p = proto_match_find_posted(m, tag, peer);
+  /* A message a multi-receive buffer has no room for goes to the next receive (fi_msg(3)). */
+  while (!tagged && p != PROTO_MATCH_NIL && !proto_recv_fits(ep, (uint32_t)m->pool[p].cookie, proto_msg_len(h)))
+    p = proto_match_find_posted_after(m, p, tag, peer);
+  if (p != PROTO_MATCH_NIL && (ep->ops[(uint32_t)m->pool[p].cookie].mode & PROTO_OPM_MULTI)) {
+    const uint32_t part = proto_multi_take(ep, (uint32_t)m->pool[p].cookie, proto_msg_len(h));
+    if (part == PROTO_NONE) return -FI_EAGAIN;
+    proto_recv_deliver(ep, part, peer, h, payload);
+    return 0;
+  }
   if (p != PROTO_MATCH_NIL) {
     struct proto_match_hit hit;
     proto_match_remove(m, p, &hit);
@@ -251,9 +340,59 @@ XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct p
 }
 
 /*
+ * Posts multi-receive buffer `b` (FI_MULTI_RECV): the untagged messages from
+ * `src` fill it in arrival order, those already here first (proto_recvv).
+ */
+XPU_FUNC int proto_multi_post(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, uint64_t context) {
+  const uint32_t p = proto_op_alloc(ep, PROTO_K_RECV);
+  if (p == PROTO_NONE) return -FI_EAGAIN;
+  struct proto_op *m = &ep->ops[p];
+  m->context = context;
+  m->flags = FI_RECV | FI_MSG;
+  proto_op_set_bufs(m, b, 1);
+  m->matcher = 0;
+  m->state = PROTO_S_POSTED;
+  m->mode = PROTO_OPM_MULTI;
+  if (proto_match_post_only(&ep->um, 0, 0, src, p) == PROTO_MATCH_NIL) {
+    proto_op_free(ep, p);
+    return -FI_EAGAIN;
+  }
+  /*
+   * The messages already here, oldest first, as if they arrived now. Should
+   * the completion queue or the op pool run short, the rest wait for later
+   * receives: the pools are sized so that an application reading its CQ
+   * never sees that.
+   */
+  int released = 0;
+  uint32_t u = ep->um.unexpected.head;
+  while (u != PROTO_MATCH_NIL && !released && proto_comp_room(ep) >= PROTO_COMP_HEADROOM) {
+    const struct proto_match_entry *e = &ep->um.pool[u];
+    const uint32_t next = e->next;
+    const uint32_t x = (uint32_t)e->cookie;
+    const uint64_t len = proto_msg_len(&ep->unexp[x].hdr);
+    if (proto_match_tag_matches(0, 0, src, e->tag, e->src) && proto_recv_fits(ep, p, len)) {
+      const uint32_t part = proto_multi_take(ep, p, len);
+      if (part == PROTO_NONE) break;
+      released = (ep->ops[p].mode & PROTO_OPM_MULTI_RELEASED) != 0;
+      struct proto_match_hit hit;
+      proto_match_remove(&ep->um, u, &hit);
+      proto_recv_deliver(ep, part, ep->unexp[x].peer, &ep->unexp[x].hdr, ep->unexp[x].payload);
+      proto_unexp_release(ep, x);
+    }
+    u = next;
+  }
+  if (!released && m->len - m->cursor < ep->min_multi_recv) proto_multi_release(ep, p);
+  return 0;
+}
+
+/*
  * Posts a receive into `b`. flags: FI_TAGGED (match `tag` under `ignore`,
  * else untagged), and for tagged receives FI_PEEK, FI_CLAIM, FI_DISCARD with
- * libfabric's meaning. `src` is a peer index or PROTO_ADDR_ANY. A receive
+ * libfabric's meaning; for untagged ones FI_MULTI_RECV (one buffer `b`
+ * that messages fill at successive offsets, each completing on its own with
+ * the buffer's context; the completion after which the buffer is the
+ * caller's again carries FI_MULTI_RECV, see proto_multi_take). `src` is a
+ * peer index or PROTO_ADDR_ANY. A receive
  * that matches a message already here completes before this returns (seen at
  * the next progress call). FI_PEEK finds nothing: an error completion with
  * FI_ENOMSG. 0; -FI_EINVAL; -FI_EAGAIN (no op, match entry or completion
@@ -274,6 +413,8 @@ XPU_FUNC PROTO_OUTLINE int proto_recvv(struct proto_ep *ep, uint64_t src, const 
   }
   struct proto_match_hit hit;
   const uint64_t kind = FI_RECV | proto_msg_kind_flag(tagged);
+  /* libfabric defines FI_MULTI_RECV for untagged receives (FI_TAGGED_MULTI_RECV is another capability). */
+  if (flags & FI_MULTI_RECV) return tagged || nbuf != 1 ? -FI_EINVAL : proto_multi_post(ep, src, bufs, context);
   if (flags & FI_PEEK) {
     /* A discarded rendezvous still owes its sender a FIN, sent by an op taken before anything changes. */
     uint32_t fin_op = PROTO_NONE;
@@ -384,6 +525,12 @@ XPU_FUNC int proto_cancel(struct proto_ep *ep, uint64_t context) {
     struct proto_match_hit hit;
     if (proto_match_cancel(proto_matcher(ep, (int)o->matcher), i, &hit) != 0) continue;
     o->err = FI_ECANCELED;
+    if (o->mode & PROTO_OPM_MULTI) {
+      /* Released: its FI_ECANCELED entry comes after those of the messages still landing in it. */
+      o->mode |= PROTO_OPM_MULTI_RELEASED;
+      o->flags |= FI_MULTI_RECV;
+      if (o->inflight) return 0;
+    }
     o->total = 0;
     proto_recv_complete(ep, i);
     return 0;
@@ -470,7 +617,8 @@ XPU_FUNC PROTO_OUTLINE int proto_op_run(struct proto_ep *ep, uint32_t i) {
       o->state = PROTO_S_RXPUSH;
       return 0;
     case PROTO_S_FIN:
-      if (proto_comp_room(ep) < 1 || proto_rndv_reply(ep, i, PROTO_OP_FIN)) return -FI_EAGAIN;
+      if (proto_comp_room(ep) < proto_recv_comps_needed(ep, i) || proto_rndv_reply(ep, i, PROTO_OP_FIN))
+        return -FI_EAGAIN;
       proto_recv_complete(ep, i);
       return 0;
     case PROTO_S_PUSH: {

@@ -63,6 +63,34 @@ TEST_F(Offers, TaggedOrAtomicHintsSelectTheProtocolFabric) {
   }
 }
 
+// FI_MULTI_RECV is the protocol fabric's alone (its core fills one buffer with several
+// messages); efa-direct's receives are the NIC's, one message each.
+TEST_F(Offers, MultiRecvHintsSelectTheProtocolFabric) {
+  for (uint64_t caps : {uint64_t{FI_MSG | FI_MULTI_RECV}, uint64_t{FI_MSG | FI_RECV | FI_MULTI_RECV}}) {
+    ASSERT_EQ(get(hints(caps)), 0) << caps;
+    for (fi_info* i = got_; i; i = i->next) {
+      EXPECT_TRUE(is_protocol(i)) << i->fabric_attr->name << " " << i->domain_attr->name;
+      EXPECT_TRUE(i->caps & FI_MULTI_RECV);
+      EXPECT_TRUE(i->rx_attr->caps & FI_MULTI_RECV);
+      EXPECT_FALSE(i->tx_attr->caps & FI_MULTI_RECV);
+    }
+  }
+  fi_info* h = hints(FI_MSG);
+  h->rx_attr->caps = FI_MSG | FI_RECV | FI_MULTI_RECV;
+  ASSERT_EQ(get(h), 0);
+  for (fi_info* i = got_; i; i = i->next) EXPECT_TRUE(is_protocol(i)) << i->fabric_attr->name;
+  // Without the hint both fabrics are offered, and efa-direct's offer lacks it.
+  ASSERT_EQ(get(hints(FI_MSG)), 0);
+  bool direct = false;
+  for (fi_info* i = got_; i; i = i->next) {
+    if (is_protocol(i)) continue;
+    direct = true;
+    EXPECT_FALSE(i->caps & FI_MULTI_RECV) << i->fabric_attr->name;
+    EXPECT_FALSE(i->rx_attr->caps & FI_MULTI_RECV) << i->fabric_attr->name;
+  }
+  EXPECT_TRUE(direct);
+}
+
 TEST_F(Offers, TheOfferStatesWhatTheProtocolGives) {
   ASSERT_EQ(get(hints(FI_MSG | FI_TAGGED | FI_ATOMIC)), 0);
   const fi_info* i = got_;
