@@ -265,6 +265,21 @@ TEST_P(Rma, BadKeysAndRangesCompleteWithTheEfaStatus) {
   });
 }
 
+// fi_readmsg with FI_FENCE: kBig bytes at the peer's t.addr into n.at(4 MiB).
+ssize_t read_fenced(Node& n, fi_addr_t peer, const Remote& t, void** desc, void* ctx) {
+  iovec r{n.at(4u << 20), kBig};
+  fi_rma_iov rv{t.addr, kBig, t.key};
+  fi_msg_rma msg{};
+  msg.msg_iov = &r;
+  msg.desc = desc;
+  msg.iov_count = 1;
+  msg.addr = peer;
+  msg.rma_iov = &rv;
+  msg.rma_iov_count = 1;
+  msg.context = ctx;
+  return fi_readmsg(n.ep(), &msg, FI_FENCE);
+}
+
 // A fenced read of bytes the previous write changes sees the write, even where the read goes
 // by RDMA read and the write by packets.
 TEST_P(Rma, AFencedReadSeesThePreviousWrite) {
@@ -277,17 +292,7 @@ TEST_P(Rma, AFencedReadSeesThePreviousWrite) {
       fill(n.at(0), kBig, 10 + round);
       memset(n.at(4u << 20), 0, kBig);
       GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, d, p.addr[0], t.addr, t.key, &ctx[0]) == 0);
-      iovec r{n.at(4u << 20), kBig};
-      fi_rma_iov rv{t.addr, kBig, t.key};
-      fi_msg_rma msg{};
-      msg.msg_iov = &r;
-      msg.desc = &d;
-      msg.iov_count = 1;
-      msg.addr = p.addr[0];
-      msg.rma_iov = &rv;
-      msg.rma_iov_count = 1;
-      msg.context = &ctx[1];
-      GROUP_CHECK(post_retrying(n, [&] { return fi_readmsg(n.ep(), &msg, FI_FENCE); }) == 0);
+      GROUP_CHECK(post_retrying(n, [&] { return read_fenced(n, p.addr[0], t, &d, &ctx[1]); }) == 0);
       bool seen[2] = {};
       for (int i = 0; i < 2; ++i) {
         const fi_cq_tagged_entry e = n.expect();
@@ -312,17 +317,7 @@ TEST_P(Rma, AFencedPostIsTakenAtOnceAndWaitsInTheEndpoint) {
       fill(n.at(0), kBig, 20);
       memset(n.at(4u << 20), 0, kBig);
       GROUP_CHECK(fi_write(n.ep(), n.at(0), kBig, d, p.addr[0], t.addr, t.key, &ctx[0]) == 0);
-      iovec r{n.at(4u << 20), kBig};
-      fi_rma_iov rv{t.addr, kBig, t.key};
-      fi_msg_rma msg{};
-      msg.msg_iov = &r;
-      msg.desc = &d;
-      msg.iov_count = 1;
-      msg.addr = p.addr[0];
-      msg.rma_iov = &rv;
-      msg.rma_iov_count = 1;
-      msg.context = &ctx[1];
-      GROUP_CHECK(fi_readmsg(n.ep(), &msg, FI_FENCE) == 0);
+      GROUP_CHECK(read_fenced(n, p.addr[0], t, &d, &ctx[1]) == 0);
       // Behind the fence: a tagged send whose buffer is reusable at once, and an atomic.
       fill(n.at(kBig), 64, 21);
       iovec sv{n.at(kBig), 64};
