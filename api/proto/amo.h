@@ -143,20 +143,7 @@ XPU_FUNC int proto_amo_request(struct proto_ep *ep, uint32_t peer, const struct 
 
 /* Completes atomic op i with `status` (its prior values are in place). */
 XPU_FUNC void proto_amo_complete(struct proto_ep *ep, uint32_t i, uint32_t status) {
-  struct proto_op *o = &ep->ops[i];
-  if (!(o->mode & PROTO_OPM_SILENT)) {
-    struct proto_comp *c = proto_comp_push(ep);
-    c->op_context = o->context;
-    c->flags = o->flags;
-    c->len = o->total;
-    c->buf = o->result;
-    c->src = o->peer;
-    if (status != EFA_IO_COMP_STATUS_OK) {
-      c->err = efa_io_status_to_fi_errno(status);
-      c->prov_errno = (int32_t)status;
-    }
-  }
-  proto_op_free(ep, i);
+  proto_op_complete_status(ep, i, status, ep->ops[i].result);
 }
 
 /* Requester side: the reply to op u0. The request's own send completion may still be due. */

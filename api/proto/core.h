@@ -427,34 +427,33 @@ XPU_FUNC uint64_t proto_op_piece(const struct proto_op *o, uint64_t off, uint8_t
   return 0;
 }
 
-/* Copies n bytes into op o's buffers from byte `off` on (scatter); the caller keeps inside len. */
-XPU_FUNC void proto_op_scatter(const struct proto_op *o, uint64_t off, const uint8_t *src, uint64_t n) {
+/* Copies n bytes between op o's buffers from byte `off` on and `ext`: into
+ * the buffers when `in` (scatter), out of them otherwise (gather). */
+XPU_FUNC void proto_op_copy(const struct proto_op *o, uint64_t off, uint8_t *ext, uint64_t n, int in) {
   while (n) {
     uint8_t *a;
     uint32_t k;
     uint64_t m = proto_op_piece(o, off, &a, &k);
     if (m == 0) return;
     if (m > n) m = n;
-    memcpy(a, src, m);
-    src += m;
+    if (in)
+      memcpy(a, ext, m);
+    else
+      memcpy(ext, a, m);
+    ext += m;
     off += m;
     n -= m;
   }
 }
 
+/* Copies n bytes into op o's buffers from byte `off` on (scatter); the caller keeps inside len. */
+XPU_FUNC void proto_op_scatter(const struct proto_op *o, uint64_t off, const uint8_t *src, uint64_t n) {
+  proto_op_copy(o, off, (uint8_t *)src, n, 1);
+}
+
 /* Copies n bytes of op o's buffers from byte `off` on to dst (gather). */
 XPU_FUNC void proto_op_gather(const struct proto_op *o, uint64_t off, uint8_t *dst, uint64_t n) {
-  while (n) {
-    uint8_t *a;
-    uint32_t k;
-    uint64_t m = proto_op_piece(o, off, &a, &k);
-    if (m == 0) return;
-    if (m > n) m = n;
-    memcpy(dst, a, m);
-    dst += m;
-    off += m;
-    n -= m;
-  }
+  proto_op_copy(o, off, dst, n, 0);
 }
 
 /* The id an op goes by on the wire: index and generation. */
@@ -487,6 +486,27 @@ XPU_FUNC struct proto_comp *proto_comp_push(struct proto_ep *ep) {
   memset(c, 0, sizeof(*c));
   c->src = PROTO_NONE;
   return c;
+}
+
+/*
+ * Completes op i of an RMA or atomic with the EFA `status` (its entry unless
+ * silent, `buf` the entry's buffer) and frees it.
+ */
+XPU_FUNC void proto_op_complete_status(struct proto_ep *ep, uint32_t i, uint32_t status, void *buf) {
+  struct proto_op *o = &ep->ops[i];
+  if (!(o->mode & PROTO_OPM_SILENT)) {
+    struct proto_comp *c = proto_comp_push(ep);
+    c->op_context = o->context;
+    c->flags = o->flags;
+    c->len = o->total;
+    c->buf = buf;
+    c->src = o->peer;
+    if (status != EFA_IO_COMP_STATUS_OK) {
+      c->err = efa_io_status_to_fi_errno(status);
+      c->prov_errno = (int32_t)status;
+    }
+  }
+  proto_op_free(ep, i);
 }
 
 /* ---- transmit ---------------------------------------------------------------------------------- */

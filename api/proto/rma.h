@@ -52,19 +52,7 @@ extern "C" {
 
 /* Completes RMA op i with `status`. */
 XPU_FUNC void proto_rma_complete(struct proto_ep *ep, uint32_t i, uint32_t status) {
-  struct proto_op *o = &ep->ops[i];
-  if (!(o->mode & PROTO_OPM_SILENT)) {
-    struct proto_comp *c = proto_comp_push(ep);
-    c->op_context = o->context;
-    c->flags = o->flags;
-    c->len = o->total;
-    c->src = o->peer;
-    if (status != EFA_IO_COMP_STATUS_OK) {
-      c->err = efa_io_status_to_fi_errno(status);
-      c->prov_errno = (int32_t)status;
-    }
-  }
-  proto_op_free(ep, i);
+  proto_op_complete_status(ep, i, status, NULL);
 }
 
 /* The next WRITE or READ_REQ packet of op i (n bytes from its cursor) into transmit buffer t. */
