@@ -145,6 +145,20 @@ TEST_F(Device, AddressHandles) {
   EXPECT_EQ(errno, EINVAL);
 }
 
+// ibv_devices prints the GUID libibverbs reads from sysfs, ibv_devinfo the one QUERY_DEVICE
+// returns: on one device they are the same number, the interface identifier of its GID.
+TEST_F(Device, SysfsNodeGuidIsTheQueriedOne) {
+  ibv_device_attr a{};
+  ASSERT_EQ(ibv_query_device(ctx_, &a), 0);
+  EXPECT_NE(a.node_guid, 0u);
+  EXPECT_EQ(ibv_get_device_guid(ctx_->device), a.node_guid);
+  ibv_gid gid{};
+  ASSERT_EQ(ibv_query_gid(ctx_, 1, 0, &gid), 0);
+  uint64_t iid = 0;
+  std::memcpy(&iid, gid.raw + 8, sizeof(iid));
+  EXPECT_EQ(iid, a.node_guid);
+}
+
 TEST_F(Device, CompletionQueueChecks) {
   const int max_cqe = [this] {
     ibv_device_attr a{};
