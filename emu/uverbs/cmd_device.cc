@@ -55,8 +55,13 @@ int open_device_locked(State& s) {
 
 namespace {
 
+// Only what the device has: libefa and libfabric decide from these bits whether to ask for a
+// feature (libfabric's RDM endpoint sets IBV_QP_RNR_RETRY when RNR_RETRY is here, which a device
+// without it refuses).
 uint32_t efa_caps(const backend::DeviceAttr& a) {
-  uint32_t c = EFA_QUERY_DEVICE_CAPS_RNR_RETRY | EFA_QUERY_DEVICE_CAPS_CQ_NOTIFICATIONS;
+  uint32_t c = 0;
+  if (a.device_caps & backend::kCapRnrRetry) c |= EFA_QUERY_DEVICE_CAPS_RNR_RETRY;
+  if (a.device_caps & backend::kCapCqNotifications) c |= EFA_QUERY_DEVICE_CAPS_CQ_NOTIFICATIONS;
   if (a.device_caps & backend::kCapRdmaRead) c |= EFA_QUERY_DEVICE_CAPS_RDMA_READ;
   if (a.device_caps & backend::kCapCqWithSgid) c |= EFA_QUERY_DEVICE_CAPS_CQ_WITH_SGID;
   if (a.device_caps & backend::kCapRdmaWrite) c |= 1u << 5;           // RDMA_WRITE (v47)

@@ -101,6 +101,22 @@ TEST_F(Device, RemoteAccessFollowsTheGenerationsCapabilities) {
   EXPECT_EQ(reg_errno(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), write ? 0 : EOPNOTSUPP);
 }
 
+// libfabric's RDM endpoint asks for an RNR retry count on RTS exactly when the device reports the
+// capability; a device must then take it (gen2 on), and one that refuses it must not report it.
+TEST_F(Device, RnrRetryCapabilityMatchesWhatModifyQpTakes) {
+  const char* env = std::getenv("FI_EFA_EMU_PROFILE");
+  ASSERT_NE(env, nullptr) << "run once per generation (FI_EFA_EMU_PROFILE)";
+  const bool rnr = std::string(env) != "gen1";
+  EXPECT_EQ(rnr, (caps_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY) != 0);
+  ibv_cq* cq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp* qp = xpufab::testing::create_srd_qp(pd_, cq, cq);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(qp_to_rts(qp, kQkey, 7), rnr ? 0 : EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
 TEST_F(Device, StartAndIovaMustShareAPageOffset) {
   uint8_t* p = buf_.data();
   uint64_t va = reinterpret_cast<uint64_t>(p);
