@@ -1,6 +1,6 @@
 // fi_strerror: a description for every FI_E* code (either sign).  Texts
 // carry the meaning of libfabric's; errno-range codes not named by
-// fi_errno.h fall back to the C library's text.
+// fi_errno.h fall back to the C library's text, larger ones are FI_EOTHER's.
 #include <rdma/fi_errno.h>
 
 #include <cstdlib>
@@ -82,5 +82,6 @@ extern "C" const char* fi_strerror(int errnum) {
   for (const ErrText& e : kTexts)
     if (e.code == code) return e.text;
   if (code < FI_ERRNO_OFFSET) return strerror(code);
-  return "Unknown error";
+  // Past the named codes libfabric answers with FI_EOTHER's text, and programs print it as is.
+  return "Unspecified error";
 }

@@ -53,15 +53,18 @@ TEST(StrerrorTest, LibfabricCodesAreDistinct) {
   std::set<std::string> texts;
   for (int c = FI_ERRNO_OFFSET; c < FI_ERRNO_MAX; ++c) {
     std::string t = fi_strerror(-c);
-    EXPECT_NE(t, "Unknown error") << c;
+    if (c != FI_EOTHER) {
+      EXPECT_NE(t, "Unspecified error") << c;
+    }
     texts.insert(t);
   }
   EXPECT_EQ(texts.size(), static_cast<size_t>(FI_ERRNO_MAX - FI_ERRNO_OFFSET));
 }
 
 TEST(StrerrorTest, UnknownCodesNeverCrash) {
-  EXPECT_STREQ(fi_strerror(FI_ERRNO_MAX + 10), "Unknown error");
-  EXPECT_STREQ(fi_strerror(-100000), "Unknown error");
+  // Debian's fi_strerror tool prints this for any code past the table.
+  EXPECT_STREQ(fi_strerror(FI_ERRNO_MAX + 10), "Unspecified error");
+  EXPECT_STREQ(fi_strerror(-100000), "Unspecified error");
   EXPECT_STREQ(fi_strerror(-2147483647 - 1), "Unknown error");
   EXPECT_NE(fi_strerror(200), nullptr);  // errno range, unnamed: libc text
 }

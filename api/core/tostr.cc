@@ -469,7 +469,8 @@ bool format(Out& o, const void* data, int type) {
   auto u32 = [data] { return static_cast<uint64_t>(*static_cast<const uint32_t*>(data)); };
   switch (type) {
     case FI_TYPE_INFO:
-      for (const fi_info* i = static_cast<const fi_info*>(data); i; i = i->next) info(o, i);
+      // One entry, not the list it heads: fi_info -v walks the list itself and prints each.
+      info(o, static_cast<const fi_info*>(data));
       return true;
     case FI_TYPE_EP_TYPE: put_enum(o, kEpType, i32()); return true;
     case FI_TYPE_CAPS: put_flags(o, kCaps, u64()); return true;

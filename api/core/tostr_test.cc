@@ -39,6 +39,20 @@ TEST(TostrTest, InfoPrintsEverySectionAndThe27Fields) {
   fi_freeinfo(i);
 }
 
+// Programs print a list by walking it (fi_info -v prints "---" and then each entry), so an entry
+// prints alone, never the entries after it.
+TEST(TostrTest, InfoPrintsOneEntryNotTheListAfterIt) {
+  fi_info* first = default_offer("tfab", "first_dom");
+  fi_info* second = default_offer("tfab", "second_dom");
+  first->next = second;
+  std::string s = fi_tostr(first, FI_TYPE_INFO);
+  EXPECT_TRUE(has(s, "name: first_dom")) << s;
+  EXPECT_FALSE(has(s, "second_dom")) << s;
+  EXPECT_EQ(s.find("fi_info:"), s.rfind("fi_info:")) << s;
+  EXPECT_TRUE(has(fi_tostr(second, FI_TYPE_INFO), "name: second_dom"));
+  fi_freeinfo(first);
+}
+
 TEST(TostrTest, FlagAndEnumTypes) {
   uint64_t caps = FI_MSG | FI_XPU | FI_REMOTE_COMM;
   EXPECT_STREQ(fi_tostr(&caps, FI_TYPE_CAPS), "[ FI_MSG, FI_XPU, FI_REMOTE_COMM ]");

@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "api/backend/choice.h"
+#include "api/core/param.h"
 #include "api/core/provider.h"
 #include "api/efa/efa.h"
 
@@ -158,6 +159,21 @@ class EfaProvider : public core::Provider {
   }
 };
 
+// The variables the provider itself reads, declared so that fi_getparams (fi_info -e) lists them
+// with their values. Declared before the registration, so a program never sees the provider
+// without them.
+struct ParamDeclarations {
+  ParamDeclarations() {
+    core::define_param(kProvName, "backend", FI_PARAM_STRING,
+                       "Backend to run on: a registered name (emu, hw) or auto, the "
+                       "highest-priority backend with a device (default: auto)");
+    core::define_param(kProvName, "cq_trace", FI_PARAM_STRING,
+                       "File recording every completion the provider polls, in backend-independent "
+                       "fields, read when the process starts (default: none)");
+  }
+};
+
+ParamDeclarations g_params;
 EfaProvider g_provider;
 core::ProviderRegistration g_registration(&g_provider);
 

@@ -1,6 +1,6 @@
 // The device family: GET_CONTEXT (which opens the process's emulated device on first use),
 // QUERY_DEVICE (legacy and extended, with the EFA driver's caps), QUERY_PORT, and the live GID
-// the sysfs tree shows.
+// and node GUID the sysfs tree shows.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <rdma/efa-abi.h>
@@ -55,8 +55,13 @@ int open_device_locked(State& s) {
 
 namespace {
 
+// Only what the device has: libefa and libfabric decide from these bits whether to ask for a
+// feature (libfabric's RDM endpoint sets IBV_QP_RNR_RETRY when RNR_RETRY is here, which a device
+// without it refuses).
 uint32_t efa_caps(const backend::DeviceAttr& a) {
-  uint32_t c = EFA_QUERY_DEVICE_CAPS_RNR_RETRY | EFA_QUERY_DEVICE_CAPS_CQ_NOTIFICATIONS;
+  uint32_t c = 0;
+  if (a.device_caps & backend::kCapRnrRetry) c |= EFA_QUERY_DEVICE_CAPS_RNR_RETRY;
+  if (a.device_caps & backend::kCapCqNotifications) c |= EFA_QUERY_DEVICE_CAPS_CQ_NOTIFICATIONS;
   if (a.device_caps & backend::kCapRdmaRead) c |= EFA_QUERY_DEVICE_CAPS_RDMA_READ;
   if (a.device_caps & backend::kCapCqWithSgid) c |= EFA_QUERY_DEVICE_CAPS_CQ_WITH_SGID;
   if (a.device_caps & backend::kCapRdmaWrite) c |= 1u << 5;           // RDMA_WRITE (v47)
@@ -191,6 +196,18 @@ bool gid_text(int index, char* out, size_t out_len) {
   snprintf(out, out_len, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n",
            g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13],
            g[14], g[15]);
+  return true;
+}
+
+bool node_guid_text(int index, char* out, size_t out_len) {
+  State& s = st();
+  ServerLock lock(s);
+  if (open_backend_locked(s) != 0 || index < 0 || static_cast<size_t>(index) >= s.infos.size())
+    return false;
+  // The GID's interface identifier, as QUERY_DEVICE reports the node GUID (fill_device).
+  const uint8_t* g = s.infos[index].gid;
+  snprintf(out, out_len, "%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", g[8], g[9], g[10], g[11], g[12],
+           g[13], g[14], g[15]);
   return true;
 }
 

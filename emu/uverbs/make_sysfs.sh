@@ -3,8 +3,8 @@
 # (reference/uverbs-efa-abi.md 1.3), to be named by SYSFS_PATH:
 #   make_sysfs.sh DIR [IBDEV] [VENDOR_PART_ID]
 # The device node is /dev/infiniband/uverbs0, served by the preload library with /dev/null, so
-# `dev` holds /dev/null's major:minor. The GID file is a placeholder: the library serves the live
-# GID of each process's emulated device when it is opened.
+# `dev` holds /dev/null's major:minor. The GID and node GUID files are placeholders: the library
+# serves the live values of each process's emulated device when they are opened.
 set -euo pipefail
 dir=${1:?usage: make_sysfs.sh DIR [IBDEV] [VENDOR_PART_ID]}
 ibdev=${2:-efa_0}

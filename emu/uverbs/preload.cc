@@ -5,9 +5,9 @@
 //
 // Interposed: open/open64/openat/openat64 and stat/stat64/lstat/fstatat/__xstat* of
 // /dev/infiniband/uverbs0 (served by /dev/null, whose device number the sysfs tree advertises),
-// open of $SYSFS_PATH/class/infiniband/*/ports/1/gids/0 (the live GID of this process's emulated
-// device), write/read/ioctl/close on contexts and completion channels, mmap/munmap of queue keys,
-// and socket(AF_NETLINK, NETLINK_RDMA), which fails as on a kernel without ib_core so libibverbs
+// open of $SYSFS_PATH/class/infiniband/*/ports/1/gids/0 and .../node_guid (the live GID and node
+// GUID of this process's emulated device), write/read/ioctl/close on contexts and completion
+// channels, mmap/munmap of queue keys, and socket(AF_NETLINK, NETLINK_RDMA), which fails as on a kernel without ib_core so libibverbs
 // falls back to sysfs. ibv_open_device, efadv_create_qp_ex and efadv_create_cq pass through to
 // rdma-core and then wrap the poll and post entries of what they made, so the calling thread
 // drives the emulated NIC (caller_progress.h).
@@ -97,26 +97,33 @@ int dev_path(const char* path) {
   return 0;
 }
 
-// Index of the device whose gids/0 file this is, or -1.
-int gid_path(const char* path) {
-  if (path == nullptr) return -1;
+// The sysfs files whose contents are live values of this process's emulated device.
+enum class LiveFile { kNone, kGid, kNodeGuid };
+
+LiveFile live_path(const char* path) {
+  if (path == nullptr) return LiveFile::kNone;
   const char* root = std::getenv("SYSFS_PATH");
-  if (root == nullptr || root[0] == '\0') return -1;
+  if (root == nullptr || root[0] == '\0') return LiveFile::kNone;
   size_t rl = std::strlen(root);
-  if (std::strncmp(path, root, rl) != 0) return -1;
+  if (std::strncmp(path, root, rl) != 0) return LiveFile::kNone;
   const char* rest = path + rl;
   static const char kClass[] = "/class/infiniband/";
-  if (std::strncmp(rest, kClass, sizeof(kClass) - 1) != 0) return -1;
+  if (std::strncmp(rest, kClass, sizeof(kClass) - 1) != 0) return LiveFile::kNone;
   rest += sizeof(kClass) - 1;
   const char* slash = std::strchr(rest, '/');
-  if (slash == nullptr || std::strcmp(slash, "/ports/1/gids/0") != 0) return -1;
-  return 0;  // one emulated device per process
+  if (slash == nullptr) return LiveFile::kNone;
+  if (std::strcmp(slash, "/ports/1/gids/0") == 0) return LiveFile::kGid;
+  if (std::strcmp(slash, "/node_guid") == 0) return LiveFile::kNodeGuid;
+  return LiveFile::kNone;
 }
 
-int open_gid_file(int index) {
+// A read-only fd holding the live text; one emulated device per process (index 0).
+int open_live_file(LiveFile f) {
   char text[64];
-  if (!xpufab::uverbs::gid_text(index, text, sizeof(text))) return err(ENOENT);
-  int fd = static_cast<int>(syscall(SYS_memfd_create, "xpufab-gid", MFD_CLOEXEC));
+  bool ok = f == LiveFile::kGid ? xpufab::uverbs::gid_text(0, text, sizeof(text))
+                                : xpufab::uverbs::node_guid_text(0, text, sizeof(text));
+  if (!ok) return err(ENOENT);
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "xpufab-sysfs", MFD_CLOEXEC));
   if (fd < 0) return -1;
   size_t n = std::strlen(text);
   if (syscall(SYS_write, fd, text, n) != static_cast<long>(n) || lseek(fd, 0, SEEK_SET) != 0) {
@@ -141,8 +148,8 @@ int do_open(open_fn real, const char* path, int flags, mode_t mode) {
     return fd;
   }
   if ((flags & O_ACCMODE) == O_RDONLY) {
-    int g = gid_path(path);
-    if (g >= 0) return open_gid_file(g);
+    LiveFile f = live_path(path);
+    if (f != LiveFile::kNone) return open_live_file(f);
   }
   return real(path, flags, mode);
 }
@@ -195,7 +202,7 @@ static int do_openat(openat_fn real, int dirfd, const char* path, int flags, mod
   if (path != nullptr && path[0] == '/') {
     int d = dev_path(path);
     if (d < 0) return err(ENOENT);
-    if (d > 0 || ((flags & O_ACCMODE) == O_RDONLY && gid_path(path) >= 0)) {
+    if (d > 0 || ((flags & O_ACCMODE) == O_RDONLY && live_path(path) != LiveFile::kNone)) {
       REAL(open, open_fn);
       return do_open(real_open, path, flags, mode);
     }

@@ -64,6 +64,9 @@ ssize_t channel_read(int fd, void* buf, size_t count, bool nonblocking);
 // The live GID of emulated device `index` as the sysfs gids/0 file shows it ("fe80:...\n").
 // Returns false if there is no such device.
 bool gid_text(int index, char* out, size_t out_len);
+// Its node GUID as the sysfs node_guid file shows it ("xxxx:xxxx:xxxx:xxxx\n"), the value
+// QUERY_DEVICE reports: ibv_get_device_guid (ibv_devices) reads the file, ibv_devinfo the query.
+bool node_guid_text(int index, char* out, size_t out_len);
 
 // v59 efadv entry points over the shim's knowledge of each queue's mappings.
 int query_qp_wqs(const void* ibv_qp, efadv_compat_wq_attr* sq, efadv_compat_wq_attr* rq,

@@ -25,6 +25,31 @@ for line in 'fi_info:' 'fi_domain_attr:' 'fi_ep_attr:' 'fi_fabric_attr:' \
   grep -qF "$line" <<<"$verbose" || fail "verbose listing lacks '$line'"
 done
 
+# -v prints each entry once: as many "fi_info:" sections as entries ("---" lines).
+entries=$(grep -c '^---$' <<<"$verbose")
+sections=$(grep -c '^fi_info:$' <<<"$verbose")
+[ "$entries" -ge 1 ] && [ "$entries" -eq "$sections" ] ||
+  fail "fi_info -v printed $sections sections for $entries entries"
+all=$(debian_tool timeout 30 fi_info -p efa -v) || fail "fi_info -p efa -v failed: $all"
+[ "$(grep -c '^---$' <<<"$all")" -eq "$(grep -c '^fi_info:$' <<<"$all")" ] ||
+  fail "fi_info -p efa -v repeats entries"
+
+# -e lists the provider's variables with their values, -g those matching a word.
+env_list=$(FI_EFA_BACKEND=emu debian_tool timeout 30 fi_info -e) || fail "fi_info -e failed"
+grep -qx '# FI_EFA_BACKEND: String' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_BACKEND: $env_list"
+grep -qE '^FI_EFA_BACKEND= *emu *$' <<<"$env_list" || fail "fi_info -e shows no value for FI_EFA_BACKEND"
+grep -qx '# FI_EFA_CQ_TRACE: String' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_CQ_TRACE"
+grep -qx '# FI_PROVIDER: String' <<<"$env_list" || fail "fi_info -e lacks FI_PROVIDER"
+some=$(debian_tool timeout 30 fi_info -g CQ_TRACE) || fail "fi_info -g failed"
+grep -qx '# FI_EFA_CQ_TRACE: String' <<<"$some" || fail "fi_info -g CQ_TRACE: $some"
+if grep -q FI_EFA_BACKEND <<<"$some"; then fail "fi_info -g CQ_TRACE lists FI_EFA_BACKEND"; fi
+
+# fi_strerror answers past libfabric's codes as libfabric does.
+[ "$(debian_tool fi_strerror 5000)" = "Unspecified error" ] ||
+  fail "fi_strerror 5000: $(debian_tool fi_strerror 5000)"
+[ "$(debian_tool fi_strerror -265)" = "Truncation error" ] ||
+  fail "fi_strerror -265: $(debian_tool fi_strerror -265)"
+
 # Hints the provider cannot meet find nothing (-FI_ENODATA), not Debian's providers.
 if none=$(debian_tool timeout 30 fi_info -p efa -t FI_EP_MSG 2>&1); then
   fail "an MSG endpoint was offered: $none"

@@ -101,6 +101,22 @@ TEST_F(Device, RemoteAccessFollowsTheGenerationsCapabilities) {
   EXPECT_EQ(reg_errno(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), write ? 0 : EOPNOTSUPP);
 }
 
+// libfabric's RDM endpoint asks for an RNR retry count on RTS exactly when the device reports the
+// capability; a device must then take it (gen2 on), and one that refuses it must not report it.
+TEST_F(Device, RnrRetryCapabilityMatchesWhatModifyQpTakes) {
+  const char* env = std::getenv("FI_EFA_EMU_PROFILE");
+  ASSERT_NE(env, nullptr) << "run once per generation (FI_EFA_EMU_PROFILE)";
+  const bool rnr = std::string(env) != "gen1";
+  EXPECT_EQ(rnr, (caps_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY) != 0);
+  ibv_cq* cq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp* qp = xpufab::testing::create_srd_qp(pd_, cq, cq);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(qp_to_rts(qp, kQkey, 7), rnr ? 0 : EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
 TEST_F(Device, StartAndIovaMustShareAPageOffset) {
   uint8_t* p = buf_.data();
   uint64_t va = reinterpret_cast<uint64_t>(p);
@@ -143,6 +159,20 @@ TEST_F(Device, AddressHandles) {
   errno = 0;
   EXPECT_EQ(ibv_create_ah(pd_, &aa), nullptr);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// ibv_devices prints the GUID libibverbs reads from sysfs, ibv_devinfo the one QUERY_DEVICE
+// returns: on one device they are the same number, the interface identifier of its GID.
+TEST_F(Device, SysfsNodeGuidIsTheQueriedOne) {
+  ibv_device_attr a{};
+  ASSERT_EQ(ibv_query_device(ctx_, &a), 0);
+  EXPECT_NE(a.node_guid, 0u);
+  EXPECT_EQ(ibv_get_device_guid(ctx_->device), a.node_guid);
+  ibv_gid gid{};
+  ASSERT_EQ(ibv_query_gid(ctx_, 1, 0, &gid), 0);
+  uint64_t iid = 0;
+  std::memcpy(&iid, gid.raw + 8, sizeof(iid));
+  EXPECT_EQ(iid, a.node_guid);
 }
 
 TEST_F(Device, CompletionQueueChecks) {

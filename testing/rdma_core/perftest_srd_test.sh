@@ -9,24 +9,7 @@ out=$tmp/perftest
 mkdir -p "$out"
 
 # run_pair GEN TEST: server and client; the client's report is in $out/client.txt.
-run_pair() {
-  local gen=$1 t=$2 port=$((20000 + RANDOM % 20000))
-  local args=(-c SRD -x 0 -n 100 -p "$port")
-  FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 "$t" "${args[@]}" >"$out/server.txt" 2>&1 &
-  local server=$! rc=1
-  for _ in $(seq 1 50); do
-    sleep 0.2
-    rc=0
-    FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 "$t" "${args[@]}" 127.0.0.1 >"$out/client.txt" 2>&1 || rc=$?
-    [ $rc = 0 ] && break
-    grep -q "Couldn't connect" "$out/client.txt" || break
-  done
-  local src=0
-  wait "$server" || src=$?
-  echo "$gen $t: client rc=$rc server rc=$src"
-  cat "$out/client.txt"
-  [ $rc = 0 ] && [ $src = 0 ]
-}
+run_pair() { perftest_pair "$out" "$1" "$2" -c SRD -x 0 -n 100; }
 
 for gen in gen1 gen2; do
   run_pair "$gen" ib_send_lat || fail "$gen ib_send_lat: $(cat "$out/server.txt")"

@@ -29,3 +29,28 @@ fi
 GENERATIONS=(gen1 gen2 gen3 gen4)
 with_shim() { LD_PRELOAD="$RDMA_CORE_PRELOAD" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# perftest_pair OUT GEN TOOL ARGS...: a perftest server and client (127.0.0.1) on generation GEN,
+# each under a timeout; their reports are OUT/server.txt and OUT/client.txt. The client retries
+# while the server is not listening yet. True when both succeed.
+perftest_pair() {
+  local out=$1 gen=$2 t=$3
+  shift 3
+  local port=$((20000 + RANDOM % 20000))
+  mkdir -p "$out"
+  FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 "$t" "$@" -p "$port" >"$out/server.txt" 2>&1 &
+  local server=$! rc=1
+  for _ in $(seq 1 50); do
+    sleep 0.2
+    rc=0
+    FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 "$t" "$@" -p "$port" 127.0.0.1 \
+      >"$out/client.txt" 2>&1 || rc=$?
+    [ $rc = 0 ] && break
+    grep -q "Couldn't connect" "$out/client.txt" || break
+  done
+  local src=0
+  wait "$server" || src=$?
+  echo "$gen $t $*: client rc=$rc server rc=$src"
+  cat "$out/client.txt"
+  [ $rc = 0 ] && [ $src = 0 ]
+}
