@@ -18,7 +18,9 @@ namespace xpufab {
 namespace uct {
 
 ucs_config_field_t g_iface_config_table[] = {
-    {"", "", nullptr, offsetof(SrdIfaceConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+    // The MD's own allocation first: peers on the emulator copy out of its memory by mapping it.
+    {"", "ALLOC=md,huge,thp,mmap,heap", nullptr, offsetof(SrdIfaceConfig, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
     {"TX_QUEUE_LEN", "256", "Send queue length (work requests outstanding per interface).",
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",

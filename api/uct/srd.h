@@ -68,6 +68,9 @@ struct SrdMd {
 
 struct SrdMemh {
   backend::Mr* mr;
+  // Memory the MD allocated (mem_alloc): a shared mapping of a memfd, unmapped by mem_free.
+  void* alloc_addr = nullptr;
+  size_t alloc_len = 0;
 };
 
 // What mkey_pack writes and rkey_unpack reads.
