@@ -1457,6 +1457,76 @@ TEST(SrdRma, ZcopyPutsAreOneRequestEachAndGoTogether) {
   rx.close();
 }
 
+// Buffers a UCT user allocates through the interface (as ucx_perftest does) come from the MD:
+// shared file mappings, registered, that zcopy RMA moves in both directions; they are released
+// with uct_iface_mem_free, never by deregistration.
+TEST(SrdMemAlloc, InterfaceBuffersComeFromTheMdAndCarryZcopyRma) {
+  Side tx, rx;
+  tx.open();
+  rx.open();
+  uct_md_attr_t ma;
+  ASSERT_EQ(UCS_OK, uct_md_query(tx.md, &ma));
+  EXPECT_TRUE(ma.cap.flags & UCT_MD_FLAG_ALLOC);
+  EXPECT_TRUE(ma.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+  constexpr size_t kLen = (1 << 20) + 100;  // not a page multiple: the MD rounds up
+  uct_allocated_memory_t a{}, b{};
+  ASSERT_EQ(UCS_OK, uct_iface_mem_alloc(tx.iface, kLen, UCT_MD_MEM_ACCESS_ALL, "test", &a));
+  ASSERT_EQ(UCS_OK, uct_iface_mem_alloc(rx.iface, kLen, UCT_MD_MEM_ACCESS_ALL, "test", &b));
+  EXPECT_EQ(UCT_ALLOC_METHOD_MD, a.method);
+  EXPECT_EQ(UCT_ALLOC_METHOD_MD, b.method);
+  EXPECT_GE(a.length, kLen);
+  ASSERT_NE(nullptr, a.memh);
+  auto* src = static_cast<uint8_t*>(a.address);
+  auto* dst = static_cast<uint8_t*>(b.address);
+  fill_pattern(src, kLen, 11);
+  std::memset(dst, 0, kLen);
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  std::vector<uint8_t> packed(ma.rkey_packed_size);
+  ASSERT_EQ(UCS_OK, uct_md_mkey_pack(rx.md, b.memh, packed.data()));
+  uct_rkey_bundle_t rk;
+  ASSERT_EQ(UCS_OK, uct_rkey_unpack(tx.comp, packed.data(), &rk));
+  auto wait = [&](Comp* c) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (c->calls == 0) {
+      tx.progress();
+      rx.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no completion";
+    }
+    EXPECT_EQ(UCS_OK, c->c.status);
+  };
+  uct_iov_t iov{src, kLen, a.memh, 0, 1};
+  if (tx.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) {
+    Comp c;
+    ucs_status_t st;
+    while ((st = uct_ep_put_zcopy(ep, &iov, 1, reinterpret_cast<uintptr_t>(dst), rk.rkey, &c.c)) ==
+           UCS_ERR_NO_RESOURCE)
+      tx.progress();
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    wait(&c);
+    EXPECT_EQ(0, std::memcmp(src, dst, kLen));
+  }
+  if (tx.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) {
+    fill_pattern(dst, kLen, 29);
+    Comp c;
+    ucs_status_t st;
+    while ((st = uct_ep_get_zcopy(ep, &iov, 1, reinterpret_cast<uintptr_t>(dst), rk.rkey, &c.c)) ==
+           UCS_ERR_NO_RESOURCE)
+      tx.progress();
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    wait(&c);
+    EXPECT_EQ(0, std::memcmp(src, dst, kLen));
+  }
+  // Allocated memory is freed, not deregistered; registered memory is not the MD's to free.
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(tx.md, a.memh));
+  uct_rkey_release(tx.comp, &rk);
+  uct_ep_destroy(ep);
+  uct_iface_mem_free(&a);
+  uct_iface_mem_free(&b);
+  tx.close();
+  rx.close();
+}
+
 // uct_iface_progress counts the active messages it delivered, as UCT's progress contract says
 // (a caller that progresses while the count is non-zero, or sleeps once it is zero, relies on it).
 TEST(SrdProgress, ProgressCountsTheActiveMessagesItDelivers) {
