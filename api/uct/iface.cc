@@ -160,7 +160,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
     attr->cap.put.max_zcopy = d.max_rdma_size;
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu = 1;
-    attr->cap.put.max_iov = 1;
+    attr->cap.put.max_iov = kMaxRmaIov;
   }
   if (has_read(iface)) {
     flags |= UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
@@ -171,7 +171,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
     attr->cap.get.max_zcopy = d.max_rdma_size;
     attr->cap.get.opt_zcopy_align = 1;
     attr->cap.get.align_mtu = 1;
-    attr->cap.get.max_iov = 1;
+    attr->cap.get.max_iov = kMaxRmaIov;
   }
   attr->cap.flags = flags;
   tag_query(iface, attr);
