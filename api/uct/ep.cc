@@ -166,8 +166,9 @@ ssize_t put_bcopy(uct_ep_h tl, uct_pack_callback_t pack_cb, void* arg, uint64_t 
   return st == UCS_OK ? static_cast<ssize_t>(len) : static_cast<ssize_t>(st);
 }
 
-// The one contiguous buffer of a zcopy iov, or (pieces_p non-null) the pieces of one with several
-// entries or a stride (an RDMA WQE has one local SGE: each piece is a WQE of its own).
+// The one contiguous buffer of a zcopy iov (addr, len, lkey), or the pieces of one with several
+// entries or a stride (*pieces_p, with len their total): an RDMA WQE has one local SGE, so each
+// piece becomes a WQE of its own.
 ucs_status_t zcopy_buffer(SrdIface* iface, const uct_iov_t* iov, size_t iovcnt, uint64_t* addr_p,
                           uint32_t* len_p, uint32_t* lkey_p, std::vector<RmaPiece>* pieces_p) {
   if (iovcnt == 0 || iovcnt > kMaxRmaIov || iov == nullptr) return UCS_ERR_INVALID_PARAM;
