@@ -12,6 +12,7 @@
 
 #include "device/efa_io_defs.h"
 #include "emu/device_impl.h"
+#include "emu/peer_mappings.h"
 
 namespace xpufab {
 namespace emu {
@@ -95,6 +96,11 @@ int DeviceImpl::reg_mr(Pd* p, const MrInitAttr& attr, Mr** mr_p) {
   mr->access = attr.access;
   mr->map_base = map_base;
   mr->map_len = map_len;
+  // Peers copying out of this memory map the file rather than go through the kernel (a full
+  // table only leaves them the kernel copy).
+  if (map_base != nullptr)
+    (void)PeerMappings::share(map_base, map_len, attr.dmabuf_fd,
+                              attr.dmabuf_offset & ~static_cast<uint64_t>(sysconf(_SC_PAGESIZE) - 1));
   mrs_[idx] = mr;
   live_.insert(static_cast<Mr*>(mr));
   pd->refs++;
@@ -111,7 +117,10 @@ int DeviceImpl::dereg_mr(Mr* m) {
   live_.erase(m);
   mrs_[idx] = nullptr;
   mr->pd->refs--;
-  if (mr->map_base != nullptr) munmap(mr->map_base, mr->map_len);
+  if (mr->map_base != nullptr) {
+    PeerMappings::unshare(mr->map_base);
+    munmap(mr->map_base, mr->map_len);
+  }
   delete mr;
   return 0;
 }

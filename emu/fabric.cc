@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <unordered_map>
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include "emu/peer_mappings.h"
 
 namespace xpufab {
 namespace emu {
@@ -20,11 +23,18 @@ int my_stripe(int stripes) {
   return stripe;
 }
 
-// This process's identity word: random, drawn again in a child after fork().
+// This process's identity word: random, drawn again in a child after fork(). The descriptor of
+// its PeerMappings table follows it, so that a peer reads both at once.
+struct Published {
+  uint64_t word = 0;
+  int64_t table_fd = -1;
+};
+static_assert(offsetof(Published, table_fd) == sizeof(uint64_t),
+              "peers read the identity word and the table descriptor in one copy");
 struct SelfId {
   std::mutex mu;
   pid_t pid = -1;
-  uint64_t word = 0;
+  Published pub;
 };
 SelfId& self_id() {
   static SelfId* s = new SelfId();
@@ -52,13 +62,14 @@ PeerRef PeerMemory::self() {
   pid_t pid = getpid();
   if (s.pid != pid) {
     std::random_device rd;
-    s.word = (uint64_t{rd()} << 32 | rd()) | 1;  // never 0
+    s.pub.word = (uint64_t{rd()} << 32 | rd()) | 1;  // never 0
     s.pid = pid;
+    s.pub.table_fd = PeerMappings::table_fd();
   }
   PeerRef r;
   r.pid = static_cast<uint32_t>(pid);
-  r.id_addr = reinterpret_cast<uint64_t>(&s.word);
-  r.id = s.word;
+  r.id_addr = reinterpret_cast<uint64_t>(&s.pub.word);
+  r.id = s.pub.word;
   return r;
 }
 
@@ -66,23 +77,29 @@ int PeerMemory::read(const PeerRef& from, uint64_t addr, void* local, size_t len
   if (from.pid == 0) return -EINVAL;
   // A PID is trusted once its identity word has been read back: the cache remembers the last
   // identity seen per PID, so a process that took over a PID is checked again.
+  // The same read fetches the descriptor of its PeerMappings table.
   static std::mutex mu;
-  static auto* verified = new std::unordered_map<uint32_t, uint64_t>();
+  static auto* verified = new std::unordered_map<uint32_t, std::pair<uint64_t, int64_t>>();
   bool known;
+  int64_t table_fd = -1;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = verified->find(from.pid);
-    known = it != verified->end() && it->second == from.id;
+    known = it != verified->end() && it->second.first == from.id;
+    if (known) table_fd = it->second.second;
   }
   if (!known) {
-    uint64_t word = 0;
-    ssize_t n = read_some(static_cast<pid_t>(from.pid), from.id_addr, &word, sizeof(word));
+    uint64_t id[2] = {0, 0};
+    ssize_t n = read_some(static_cast<pid_t>(from.pid), from.id_addr, id, sizeof(id));
     if (n < 0) return -errno;
-    if (n != sizeof(word) || word != from.id) return -ESRCH;
+    if (n != sizeof(id) || id[0] != from.id) return -ESRCH;
+    table_fd = static_cast<int64_t>(id[1]);
     std::lock_guard<std::mutex> lock(mu);
     if (verified->size() > 4096) verified->clear();
-    (*verified)[from.pid] = from.id;
+    (*verified)[from.pid] = {from.id, table_fd};
   }
+  // File-backed memory the peer published is copied through a mapping of the file.
+  if (PeerMappings::read(from, table_fd, addr, local, len) == 0) return 0;
   uint8_t* dst = static_cast<uint8_t*>(local);
   size_t done = 0;
   while (done < len) {

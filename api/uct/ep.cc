@@ -166,17 +166,50 @@ ssize_t put_bcopy(uct_ep_h tl, uct_pack_callback_t pack_cb, void* arg, uint64_t 
   return st == UCS_OK ? static_cast<ssize_t>(len) : static_cast<ssize_t>(st);
 }
 
-// The one contiguous buffer of a zcopy iov (max_iov 1: an RDMA WQE has one local SGE).
+// The one contiguous buffer of a zcopy iov (addr, len, lkey), or the pieces of one with several
+// entries or a stride (*pieces_p, with len their total): an RDMA WQE has one local SGE, so each
+// piece becomes a WQE of its own.
 ucs_status_t zcopy_buffer(SrdIface* iface, const uct_iov_t* iov, size_t iovcnt, uint64_t* addr_p,
-                          uint32_t* len_p, uint32_t* lkey_p) {
-  if (iovcnt != 1 || iov == nullptr) return UCS_ERR_INVALID_PARAM;
-  if (iov->count > 1 && iov->stride != iov->length) return UCS_ERR_INVALID_PARAM;
-  const size_t len = iov->length * (iov->count ? iov->count : 0);
-  if (len > iface->dev->attr.max_rdma_size) return UCS_ERR_INVALID_PARAM;
-  if (len && iov->memh == nullptr) return UCS_ERR_INVALID_PARAM;
-  *addr_p = reinterpret_cast<uintptr_t>(iov->buffer);
-  *len_p = static_cast<uint32_t>(len);
-  *lkey_p = len ? static_cast<SrdMemh*>(iov->memh)->mr->lkey() : 0;
+                          uint32_t* len_p, uint32_t* lkey_p, std::vector<RmaPiece>* pieces_p) {
+  if (iovcnt == 0 || iovcnt > kMaxRmaIov || iov == nullptr) return UCS_ERR_INVALID_PARAM;
+  const bool one = iovcnt == 1 && (iov->count <= 1 || iov->stride == iov->length);
+  if (one) {
+    const size_t len = iov->length * (iov->count ? iov->count : 0);
+    if (len > iface->dev->attr.max_rdma_size) return UCS_ERR_INVALID_PARAM;
+    if (len && iov->memh == nullptr) return UCS_ERR_INVALID_PARAM;
+    *addr_p = reinterpret_cast<uintptr_t>(iov->buffer);
+    *len_p = static_cast<uint32_t>(len);
+    *lkey_p = len ? static_cast<SrdMemh*>(iov->memh)->mr->lkey() : 0;
+    return UCS_OK;
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < iovcnt; ++i) {
+    const uct_iov_t& v = iov[i];
+    if (v.length == 0 || v.count == 0) continue;
+    if (v.memh == nullptr || v.buffer == nullptr) return UCS_ERR_INVALID_PARAM;
+    if (v.count > 1 && v.stride < v.length) return UCS_ERR_INVALID_PARAM;  // repeats would overlap
+    if (v.count > iface->dev->attr.max_rdma_size || v.length > iface->dev->attr.max_rdma_size)
+      return UCS_ERR_INVALID_PARAM;
+    total += v.length * v.count;
+    if (total > iface->dev->attr.max_rdma_size) return UCS_ERR_INVALID_PARAM;
+  }
+  *addr_p = 0;
+  *len_p = static_cast<uint32_t>(total);
+  *lkey_p = 0;
+  for (size_t i = 0; i < iovcnt; ++i) {
+    const uct_iov_t& v = iov[i];
+    if (v.length == 0 || v.count == 0) continue;
+    const uint32_t lkey = static_cast<SrdMemh*>(v.memh)->mr->lkey();
+    const auto base = reinterpret_cast<uintptr_t>(v.buffer);
+    for (size_t k = 0; k < v.count; ++k) {
+      const uint64_t a = base + k * v.stride;
+      if (!pieces_p->empty() && pieces_p->back().lkey == lkey &&
+          pieces_p->back().laddr + pieces_p->back().len == a)
+        pieces_p->back().len += v.length;  // adjacent: one WQE
+      else
+        pieces_p->push_back(RmaPiece{a, v.length, lkey});
+    }
+  }
   return UCS_OK;
 }
 
@@ -189,12 +222,21 @@ bool chunk_post_some(Chunked* c) {
     if (fenced(&ep->fence, ep->fence_upto, ep->outstanding) ||
         fenced(&iface->fence, iface->fence_upto, iface->outstanding))
       return false;
-    const uint32_t clen = static_cast<uint32_t>(std::min<uint64_t>(iface->rma_chunk, c->len - c->next));
+    uint64_t laddr = c->laddr + c->next, left = c->len - c->next;
+    uint32_t lkey = c->lkey;
+    if (!c->pieces.empty()) {
+      while (c->next - c->piece_start >= c->pieces[c->piece].len) c->piece_start += c->pieces[c->piece++].len;
+      const RmaPiece& pc = c->pieces[c->piece];
+      laddr = pc.laddr + (c->next - c->piece_start);
+      left = pc.len - (c->next - c->piece_start);
+      lkey = pc.lkey;
+    }
+    const uint32_t clen = static_cast<uint32_t>(std::min<uint64_t>(iface->rma_chunk, left));
     const uint32_t idx = iface->free_ops.back();
     iface->free_ops.pop_back();
     iface->ops[idx].chunked = c;
-    ucs_status_t st = post_rdma(ep, idx, c->kind, c->efa_op, c->laddr + c->next, clen, c->lkey,
-                                c->raddr + c->next, c->rkey, false);
+    ucs_status_t st = post_rdma(ep, idx, c->kind, c->efa_op, laddr, clen, lkey, c->raddr + c->next,
+                                c->rkey, false);
     if (st == UCS_ERR_NO_RESOURCE) return false;
     if (st != UCS_OK) {  // nothing more goes out; what is outstanding finishes it
       if (c->status == UCS_OK) c->status = st;
@@ -222,16 +264,32 @@ ucs_status_t rdma_zcopy(uct_ep_h tl, OpKind kind, uint32_t efa_op, const uct_iov
   SrdIface* iface = ep->iface;
   uint64_t addr;
   uint32_t len, lkey;
-  ucs_status_t st = zcopy_buffer(iface, iov, iovcnt, &addr, &len, &lkey);
+  std::vector<RmaPiece> pieces;
+  ucs_status_t st = zcopy_buffer(iface, iov, iovcnt, &addr, &len, &lkey, &pieces);
   if (st != UCS_OK) return st;
-  if (len > iface->rma_chunk) {
+  if (pieces.size() == 1) {  // several entries that are one buffer after all
+    addr = pieces[0].laddr;
+    lkey = pieces[0].lkey;
+    pieces.clear();
+  }
+  if (len > iface->rma_chunk || !pieces.empty()) {
     st = unusable(ep);
     if (st != UCS_OK) return st;
     if (!ep_can_post(ep)) return UCS_ERR_NO_RESOURCE;
     const uint32_t need = efa_op == EFA_DP_OP_RDMA_READ ? backend::kCapRdmaRead : backend::kCapRdmaWrite;
     if (!(iface->dev->attr.device_caps & need)) return UCS_ERR_UNSUPPORTED;
-    iface->chunked.push_back(Chunked{ep, kind, efa_op, addr, raddr, len, lkey, rkey, comp});
+    iface->chunked.emplace_back();
     Chunked* c = &iface->chunked.back();
+    c->ep = ep;
+    c->kind = kind;
+    c->efa_op = efa_op;
+    c->laddr = addr;
+    c->raddr = raddr;
+    c->len = len;
+    c->lkey = lkey;
+    c->rkey = rkey;
+    c->comp = comp;
+    c->pieces.swap(pieces);
     const bool all = chunk_post_some(c);
     if (c->outstanding == 0) {  // nothing started: the caller retries (or gets the error)
       st = c->status == UCS_OK ? UCS_ERR_NO_RESOURCE : c->status;

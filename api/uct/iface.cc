@@ -18,7 +18,9 @@ namespace xpufab {
 namespace uct {
 
 ucs_config_field_t g_iface_config_table[] = {
-    {"", "", nullptr, offsetof(SrdIfaceConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+    // The MD's own allocation first: peers on the emulator copy out of its memory by mapping it.
+    {"", "ALLOC=md,huge,thp,mmap,heap", nullptr, offsetof(SrdIfaceConfig, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
     {"TX_QUEUE_LEN", "256", "Send queue length (work requests outstanding per interface).",
      offsetof(SrdIfaceConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
     {"SEG_SIZE", "8192", "Bounce buffer size: the largest short/bcopy transfer.",
@@ -158,7 +160,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
     attr->cap.put.max_zcopy = d.max_rdma_size;
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu = 1;
-    attr->cap.put.max_iov = 1;
+    attr->cap.put.max_iov = kMaxRmaIov;
   }
   if (has_read(iface)) {
     flags |= UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
@@ -169,7 +171,7 @@ ucs_status_t iface_query(uct_iface_h tl, uct_iface_attr_t* attr) {
     attr->cap.get.max_zcopy = d.max_rdma_size;
     attr->cap.get.opt_zcopy_align = 1;
     attr->cap.get.align_mtu = 1;
-    attr->cap.get.max_iov = 1;
+    attr->cap.get.max_iov = kMaxRmaIov;
   }
   attr->cap.flags = flags;
   tag_query(iface, attr);

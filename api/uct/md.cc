@@ -1,6 +1,9 @@
 // Component "xpufab" and its memory domains: one MD per backend device (named after it, as UCX's
-// ib component names an MD after its HCA), registration through the backend's MRs, and rkeys
-// that carry the 32-bit EFA remote key.
+// ib component names an MD after its HCA), registration through the backend's MRs, rkeys that
+// carry the 32-bit EFA remote key, and allocation of file-backed host memory.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -62,13 +65,14 @@ void md_close(uct_md_h tl) {
 ucs_status_t md_query(uct_md_h tl, uct_md_attr_t* attr) {
   auto* md = reinterpret_cast<SrdMd*>(tl);
   std::memset(attr, 0, sizeof(*attr));
-  attr->cap.max_alloc = 0;
+  attr->cap.max_alloc = SIZE_MAX;
   attr->cap.max_reg = md->dev->attr.max_rdma_size ? SIZE_MAX : 0;
-  attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_SOCKADDR;
+  attr->cap.flags = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                    UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_SOCKADDR;
   attr->cap.reg_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
   attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
   attr->cap.detect_mem_types = 0;
-  attr->cap.alloc_mem_types = 0;
+  attr->cap.alloc_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
   attr->reg_cost.c = 1e-6;   // a registration round trip to the device
   attr->reg_cost.m = 1e-10;  // pinning, per byte
   attr->rkey_packed_size = sizeof(PackedRkey);
@@ -91,6 +95,69 @@ ucs_status_t mem_reg(uct_md_h tl, void* address, size_t length, unsigned, uct_me
   return UCS_OK;
 }
 
+// Host memory in a memfd, mapped shared and registered by its descriptor (the dma-buf path of
+// the backend): a device that reaches memory by mapping it (the emulator, whose peers then copy
+// out of the file rather than through the kernel) gets the file; one that refuses the descriptor
+// gets the mapping's address, as mem_reg would give it.
+ucs_status_t mem_alloc(uct_md_h tl, size_t* length_p, void** address_p, ucs_memory_type_t mem_type,
+                       unsigned, const char*, uct_mem_h* memh_p) {
+  auto* md = reinterpret_cast<SrdMd*>(tl);
+  if (length_p == nullptr || address_p == nullptr || memh_p == nullptr || *length_p == 0)
+    return UCS_ERR_INVALID_PARAM;
+  if (mem_type != UCS_MEMORY_TYPE_HOST) return UCS_ERR_UNSUPPORTED;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (*length_p > SIZE_MAX - page) return UCS_ERR_NO_MEMORY;
+  const size_t len = (*length_p + page - 1) & ~(page - 1);
+  const int fd = memfd_create("xpufab-uct", MFD_CLOEXEC);
+  if (fd < 0) return UCS_ERR_NO_MEMORY;
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(len)) == 0)
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return UCS_ERR_NO_MEMORY;
+  }
+  backend::MrInitAttr a;
+  a.length = len;
+  a.iova = reinterpret_cast<uintptr_t>(p);
+  a.dmabuf_fd = fd;
+  a.dmabuf_offset = 0;
+  a.access = backend::kAccessLocalWrite | backend::kAccessRemoteWrite | backend::kAccessRemoteRead;
+  backend::Mr* mr = nullptr;
+  int rc = md->dev->dev->reg_mr(md->dev->pd, a, &mr);
+  if (rc) {
+    a.dmabuf_fd = -1;
+    a.iova = 0;
+    a.addr = p;
+    rc = md->dev->dev->reg_mr(md->dev->pd, a, &mr);
+  }
+  close(fd);  // the mapping (and the device's, if it took the descriptor) keeps the file
+  if (rc) {
+    munmap(p, len);
+    return status_of_errno(rc);
+  }
+  mr_publish(md->dev, reinterpret_cast<uintptr_t>(p), len, mr->rkey());
+  auto* memh = new SrdMemh{mr};
+  memh->alloc_addr = p;
+  memh->alloc_len = len;
+  *length_p = len;
+  *address_p = p;
+  *memh_p = memh;
+  return UCS_OK;
+}
+
+ucs_status_t mem_free(uct_md_h tl, uct_mem_h memh_h) {
+  auto* md = reinterpret_cast<SrdMd*>(tl);
+  auto* memh = static_cast<SrdMemh*>(memh_h);
+  if (memh == nullptr || memh->alloc_addr == nullptr) return UCS_ERR_INVALID_PARAM;
+  mr_withdraw(md->dev, memh->mr->rkey());
+  int rc = md->dev->dev->dereg_mr(memh->mr);
+  if (rc) return status_of_errno(rc);
+  munmap(memh->alloc_addr, memh->alloc_len);
+  delete memh;
+  return UCS_OK;
+}
+
 ucs_status_t mem_dereg(uct_md_h tl, const uct_md_mem_dereg_params_t* params) {
   auto* md = reinterpret_cast<SrdMd*>(tl);
   if (!(params->field_mask & XPUFAB_UCT_MD_MEM_DEREG_FIELD_MEMH) || params->memh == nullptr)
@@ -98,6 +165,7 @@ ucs_status_t mem_dereg(uct_md_h tl, const uct_md_mem_dereg_params_t* params) {
   if ((params->field_mask & XPUFAB_UCT_MD_MEM_DEREG_FIELD_FLAGS) && params->flags != 0)
     return UCS_ERR_UNSUPPORTED;  // no invalidation (UCT_MD_FLAG_INVALIDATE is not advertised)
   auto* memh = static_cast<SrdMemh*>(params->memh);
+  if (memh->alloc_addr != nullptr) return UCS_ERR_INVALID_PARAM;  // mem_alloc's: mem_free
   mr_withdraw(md->dev, memh->mr->rkey());
   int rc = md->dev->dev->dereg_mr(memh->mr);
   if (rc) return status_of_errno(rc);
@@ -124,8 +192,8 @@ int is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t* sockaddr, uct_sockad
 uct_md_ops_t g_md_ops = {
     md_close,
     md_query,
-    nullptr,  // mem_alloc: UCT_MD_FLAG_ALLOC is not advertised
-    nullptr,  // mem_free
+    mem_alloc,
+    mem_free,
     nullptr,  // mem_advise: UCT_MD_FLAG_ADVISE is not advertised
     mem_reg,
     mem_dereg,

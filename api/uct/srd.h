@@ -68,6 +68,9 @@ struct SrdMd {
 
 struct SrdMemh {
   backend::Mr* mr;
+  // Memory the MD allocated (mem_alloc): a shared mapping of a memfd, unmapped by mem_free.
+  void* alloc_addr = nullptr;
+  size_t alloc_len = 0;
 };
 
 // What mkey_pack writes and rkey_unpack reads.
@@ -128,6 +131,14 @@ struct Op {
 // A zcopy put or get larger than the chunk size, cut into chunks that are posted as the SQ and
 // the overlap rule allow: a chunk waits only for the outstanding writes its own range overlaps,
 // so a write over the range of the previous one starts as soon as that one's first chunk is done.
+// An iov of several pieces goes the same way, one WQE (or more) per piece, into one contiguous
+// remote range.
+struct RmaPiece {
+  uint64_t laddr, len;
+  uint32_t lkey;
+};
+inline constexpr size_t kMaxRmaIov = 16;
+
 struct Chunked {
   SrdEp* ep;
   OpKind kind;
@@ -140,6 +151,9 @@ struct Chunked {
   uint32_t outstanding = 0;  // chunks posted, not completed
   ucs_status_t status = UCS_OK;
   bool dead = false;  // its endpoint is gone: no completion
+  std::vector<RmaPiece> pieces;  // empty: the one buffer laddr/lkey
+  size_t piece = 0;              // the piece offset `next` lies in ...
+  uint64_t piece_start = 0;      // ... and that piece's offset in the transfer
 };
 
 struct FlushReq {

@@ -429,13 +429,76 @@ TEST_F(SrdTest, GetShortBcopyZcopyReadThePeer) {
   EXPECT_EQ(0, std::memcmp(local_.buf.data() + 8192, want.data() + 20000, 500000));
 }
 
+// Zcopy put and get with an iov of several entries (and a strided one): the pieces gather into,
+// and scatter out of, one contiguous remote range, each as WQEs of its own, with one completion.
+TEST_F(SrdTest, ZcopyIovPiecesGatherAndScatter) {
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY)) GTEST_SKIP() << "no RDMA read";
+  uint8_t* b = local_.buf.data();
+  fill_pattern(b, kBuf, 17);
+  // 8 B, 4 KiB, then three 1000-byte repeats 3000 bytes apart, then 200 KiB (chunked where the
+  // profile cuts large transfers): 4104 + 3000 + 204800 bytes at the peer.
+  uct_iov_t iov[4] = {{b, 8, local_.memh, 0, 1},
+                      {b + 100, 4096, local_.memh, 0, 1},
+                      {b + 10000, 1000, local_.memh, 3000, 3},
+                      {b + 300000, 204800, local_.memh, 0, 1}};
+  const size_t total = 8 + 4096 + 3000 + 204800;
+  std::vector<uint8_t> flat;
+  for (const uct_iov_t& v : iov)
+    for (size_t k = 0; k < v.count; ++k) {
+      const uint8_t* p = static_cast<const uint8_t*>(v.buffer) + k * v.stride;
+      flat.insert(flat.end(), p, p + v.length);
+    }
+  ASSERT_EQ(total, flat.size());
+  if (local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) {
+    EXPECT_EQ(16u, local_.attr.cap.put.max_iov);
+    Comp c;
+    ASSERT_EQ(UCS_INPROGRESS, retry([&] { return uct_ep_put_zcopy(ep_, iov, 4, peer_.buf + 512, rkey_.rkey, &c.c); }));
+    wait_comp(&c.c);
+    EXPECT_EQ(1, c.calls);
+    EXPECT_EQ(UCS_OK, c.c.status);
+    flush_ep();
+    EXPECT_EQ(checksum(flat.data(), total), ask(kSum, 512, total));
+  }
+  // Read it back (or, with no RDMA write, what the peer filled) into other places of the same shape.
+  if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) {
+    ask(kFill, 5, 0);
+    std::vector<uint8_t> want(kBuf);
+    fill_pattern(want.data(), kBuf, 5);
+    flat.assign(want.begin() + 512, want.begin() + 512 + total);
+  }
+  uint8_t* d = b + 600000;
+  std::memset(d, 0, 300000);
+  uct_iov_t back[4] = {{d, 8, local_.memh, 0, 1},
+                       {d + 100, 4096, local_.memh, 0, 1},
+                       {d + 10000, 1000, local_.memh, 3000, 3},
+                       {d + 20000, 204800, local_.memh, 0, 1}};
+  Comp g;
+  ASSERT_EQ(UCS_INPROGRESS, retry([&] { return uct_ep_get_zcopy(ep_, back, 4, peer_.buf + 512, rkey_.rkey, &g.c); }));
+  wait_comp(&g.c);
+  EXPECT_EQ(1, g.calls);
+  EXPECT_EQ(UCS_OK, g.c.status);
+  size_t off = 0;
+  for (const uct_iov_t& v : back)
+    for (size_t k = 0; k < v.count; ++k) {
+      EXPECT_EQ(0, std::memcmp(static_cast<uint8_t*>(v.buffer) + k * v.stride, flat.data() + off, v.length))
+          << "piece at " << off;
+      off += v.length;
+    }
+  EXPECT_EQ(0, d[8]) << "nothing lands between the pieces";
+}
+
 TEST_F(SrdTest, BadInputGetsErrorsNotCrashes) {
   if (!(local_.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY)) GTEST_SKIP() << "no RDMA read";
   std::vector<uint8_t> big(local_.attr.cap.get.max_short + 1);
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_short(ep_, big.data(), big.size(), peer_.buf, rkey_.rkey));
-  uct_iov_t two[2] = {{local_.buf.data(), 8, local_.memh, 0, 1}, {local_.buf.data(), 8, local_.memh, 0, 1}};
+  ASSERT_EQ(16u, local_.attr.cap.get.max_iov);
+  std::vector<uct_iov_t> many(local_.attr.cap.get.max_iov + 1, uct_iov_t{local_.buf.data(), 8, local_.memh, 0, 1});
   Comp c;
-  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, two, 2, peer_.buf, rkey_.rkey, &c.c));
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, many.data(), many.size(), peer_.buf, rkey_.rkey, &c.c));
+  uct_iov_t overlapping{local_.buf.data(), 64, local_.memh, 32, 2};  // repeats over each other
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, &overlapping, 1, peer_.buf, rkey_.rkey, &c.c));
+  uct_iov_t no_memh[2] = {{local_.buf.data(), 8, local_.memh, 0, 1}, {local_.buf.data() + 64, 8, nullptr, 0, 1}};
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, no_memh, 2, peer_.buf, rkey_.rkey, &c.c));
   uct_iov_t nomemh{local_.buf.data(), 8, nullptr, 0, 1};
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_get_zcopy(ep_, &nomemh, 1, peer_.buf, rkey_.rkey, &c.c));
   EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_check(ep_, 1, nullptr));
@@ -1453,6 +1516,76 @@ TEST(SrdRma, ZcopyPutsAreOneRequestEachAndGoTogether) {
   EXPECT_EQ(0, std::memcmp(tx.buf.data(), rx.buf.data(), kBuf));
   uct_rkey_release(tx.comp, &rk);
   uct_ep_destroy(ep);
+  tx.close();
+  rx.close();
+}
+
+// Buffers a UCT user allocates through the interface (as ucx_perftest does) come from the MD:
+// shared file mappings, registered, that zcopy RMA moves in both directions; they are released
+// with uct_iface_mem_free, never by deregistration.
+TEST(SrdMemAlloc, InterfaceBuffersComeFromTheMdAndCarryZcopyRma) {
+  Side tx, rx;
+  tx.open();
+  rx.open();
+  uct_md_attr_t ma;
+  ASSERT_EQ(UCS_OK, uct_md_query(tx.md, &ma));
+  EXPECT_TRUE(ma.cap.flags & UCT_MD_FLAG_ALLOC);
+  EXPECT_TRUE(ma.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+  constexpr size_t kLen = (1 << 20) + 100;  // not a page multiple: the MD rounds up
+  uct_allocated_memory_t a{}, b{};
+  ASSERT_EQ(UCS_OK, uct_iface_mem_alloc(tx.iface, kLen, UCT_MD_MEM_ACCESS_ALL, "test", &a));
+  ASSERT_EQ(UCS_OK, uct_iface_mem_alloc(rx.iface, kLen, UCT_MD_MEM_ACCESS_ALL, "test", &b));
+  EXPECT_EQ(UCT_ALLOC_METHOD_MD, a.method);
+  EXPECT_EQ(UCT_ALLOC_METHOD_MD, b.method);
+  EXPECT_GE(a.length, kLen);
+  ASSERT_NE(nullptr, a.memh);
+  auto* src = static_cast<uint8_t*>(a.address);
+  auto* dst = static_cast<uint8_t*>(b.address);
+  fill_pattern(src, kLen, 11);
+  std::memset(dst, 0, kLen);
+  uct_ep_h ep = connect_pair(&tx, &rx);
+  ASSERT_NE(nullptr, ep);
+  std::vector<uint8_t> packed(ma.rkey_packed_size);
+  ASSERT_EQ(UCS_OK, uct_md_mkey_pack(rx.md, b.memh, packed.data()));
+  uct_rkey_bundle_t rk;
+  ASSERT_EQ(UCS_OK, uct_rkey_unpack(tx.comp, packed.data(), &rk));
+  auto wait = [&](Comp* c) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (c->calls == 0) {
+      tx.progress();
+      rx.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no completion";
+    }
+    EXPECT_EQ(UCS_OK, c->c.status);
+  };
+  uct_iov_t iov{src, kLen, a.memh, 0, 1};
+  if (tx.attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) {
+    Comp c;
+    ucs_status_t st;
+    while ((st = uct_ep_put_zcopy(ep, &iov, 1, reinterpret_cast<uintptr_t>(dst), rk.rkey, &c.c)) ==
+           UCS_ERR_NO_RESOURCE)
+      tx.progress();
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    wait(&c);
+    EXPECT_EQ(0, std::memcmp(src, dst, kLen));
+  }
+  if (tx.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) {
+    fill_pattern(dst, kLen, 29);
+    Comp c;
+    ucs_status_t st;
+    while ((st = uct_ep_get_zcopy(ep, &iov, 1, reinterpret_cast<uintptr_t>(dst), rk.rkey, &c.c)) ==
+           UCS_ERR_NO_RESOURCE)
+      tx.progress();
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    wait(&c);
+    EXPECT_EQ(0, std::memcmp(src, dst, kLen));
+  }
+  // Allocated memory is freed, not deregistered; registered memory is not the MD's to free.
+  EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(tx.md, a.memh));
+  uct_rkey_release(tx.comp, &rk);
+  uct_ep_destroy(ep);
+  uct_iface_mem_free(&a);
+  uct_iface_mem_free(&b);
   tx.close();
   rx.close();
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian's unmodified UCX tools over the srd transport on the emulated EFA: ucx_info lists it
-# (and the component's connection manager),
+# (and the component's connection manager) and answers its configuration and endpoint queries,
 # ucx_perftest runs UCT tests between two processes, and UCP runs over it alone (UCX_TLS=srd).
 # Usage: uct_tools_test.sh LIBUCT_XPUFAB
 set -euo pipefail
@@ -21,6 +21,19 @@ for want in "Component: xpufab" "Transport: srd" "Device: efa_emu0" "put_zcopy" 
             "max_conn_priv: 1024 bytes"; do
   if ! grep -q "$want" <<<"$info"; then echo "FAIL: ucx_info -d lacks '$want'"; fail=1; fi
 done
+
+# Configuration, feature and endpoint queries over srd exit cleanly and complain of nothing.
+for q in "-c" "-f" "-b" "-e -u t" "-e -u tram" "-e -u t -D net -n 4"; do
+  # shellcheck disable=SC2086
+  if ! out=$(UCX_TLS=srd ucx_info $q 2>&1) || grep -Eq 'UCX +(ERROR|WARN)|Segmentation|Assertion' <<<"$out"; then
+    echo "FAIL: ucx_info $q"; tail -n 5 <<<"$out"; fail=1
+  fi
+done
+# Interface buffers come from the MD first (peers on the emulator copy out of them by mapping).
+if ! ucx_info -c | grep -q '^UCX_SRD_ALLOC=md,'; then echo "FAIL: srd's ALLOC does not start with md"; fail=1; fi
+if ! UCX_TLS=srd ucx_info -e -u t | grep -q 'lane\[0\]:.*srd/efa_emu0.*tag_offload'; then
+  echo "FAIL: ucx_info -e -u t shows no srd tag lane"; fail=1
+fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # One server/client pair; prints the client's Final: line, fails on anything else.
@@ -51,6 +64,10 @@ run am_bw_bcopy "${uct[@]}" -t am_bw -D bcopy -s 4096 -n 2000
 run add_lat "${uct[@]}" -t add_lat -n 1000
 run fadd "${uct[@]}" -t fadd -n 1000
 run cswap "${uct[@]}" -t cswap -n 1000
+# Zcopy RMA with several iov entries (-s 8,4096), and with a stride between them (-i).
+run put_bw_zcopy_iov "${uct[@]}" -t put_bw -D zcopy -s 8,4096 -n 500
+run put_lat_zcopy_iov "${uct[@]}" -t put_lat -D zcopy -s 8,4096,1000 -i 8192 -n 200
+run get_zcopy_iov "${uct[@]}" -t get -D zcopy -s 4096,4096 -i 5000 -n 200
 
 # A counter line each process prints when its interface closes: the evidence that UCP took the
 # tag offload path (a tag lane on srd), not its own matching over AMs.
@@ -74,5 +91,12 @@ unset XPUFAB_UCT_TAG_STATS
 run ucp_put_bw -t ucp_put_bw -s 65536 -n 200
 run ucp_get -t ucp_get -s 65536 -n 200
 run ucp_fadd -t ucp_fadd -n 1000
+# The other UCP tests, a thread per endpoint (-T 2 -M multi), rendezvous from the first byte.
+run ucp_put_bw_iov -t ucp_put_bw -D iov -s 8,4096 -n 200
+run tag_sync_lat -t tag_sync_lat -n 500
+run stream_bw -t stream_bw -s 65536 -n 100
+run ucp_am_bw -t ucp_am_bw -s 1048576 -n 20
+run tag_bw_threads -t tag_bw -T 2 -M multi -s 65536 -n 100
+UCX_RNDV_THRESH=0 run tag_lat_rndv -t tag_lat -s 8 -n 200
 
 exit $fail

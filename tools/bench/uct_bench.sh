@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The UCT transport srd on the emulated EFA (shm fabric) against UCX's own transports in the same
-# run: ucx_perftest am_lat 8 B (vs tcp), put_bw 1 MiB (vs sysv and posix), and UCP tag_lat 8 B
+# run: ucx_perftest am_lat 8 B (vs tcp), put_bw and get 1 MiB (vs sysv and posix), and UCP tag_lat 8 B
 # (UCX_TLS=srd vs tcp), two processes each. Figures are ucx_perftest's own; a benchmark, not a
 # test. Under each srd row, what the transport did per operation on the initiating side
 # (XPUFAB_UCT_STATS): progress calls (and those that found nothing), RDMA requests, AMs,
@@ -67,6 +67,15 @@ for _ in $(seq "$rounds"); do
   posix=$(perf bw -x posix -d memory -t put_bw -D bcopy -s 1048576 -n 1000)
   printf '%-28s %12s %12s %12s %10s %8s\n' "put_bw 1 MiB (MB/s)" "$srd" "" "$sysv" "$posix" "$(ratio "$srd" "$sysv") sysv (goal >= 0.5x)"
   echo "$put_counts"
+  # The same with buffers outside the MD's allocation: the emulator copies through the kernel.
+  srd=$(LD_PRELOAD=$lib UCX_SRD_ALLOC=mmap,heap perf bw -x srd -d efa_emu0 -t put_bw -D zcopy -s 1048576 -n 1000)
+  printf '%-28s %12s %12s %12s %10s %8s\n' "  buffers by mmap (MB/s)" "$srd" "" "$sysv" "$posix" "$(ratio "$srd" "$sysv") sysv"
+  srd=$(LD_PRELOAD=$lib perf bw -x srd -d efa_emu0 -t get -D zcopy -s 1048576 -n 1000)
+  get_counts=$(counts rma_ops)
+  sysv=$(perf bw -x sysv -d memory -t get -D bcopy -s 1048576 -n 1000)
+  posix=$(perf bw -x posix -d memory -t get -D bcopy -s 1048576 -n 1000)
+  printf '%-28s %12s %12s %12s %10s %8s\n' "get_bw 1 MiB (MB/s)" "$srd" "" "$sysv" "$posix" "$(ratio "$srd" "$sysv") sysv"
+  echo "$get_counts"
   srd=$(LD_PRELOAD=$lib UCX_TLS=srd perf lat -t tag_lat -s 8 -n 20000)
   tag_counts=$(counts core_tx_packets)
   tcp=$(UCX_TLS=tcp perf lat -t tag_lat -s 8 -n 20000)
