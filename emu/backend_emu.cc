@@ -23,6 +23,7 @@
 #include "emu/net/shm_fabric.h"
 #include "emu/net/udp_fabric.h"
 #include "emu/options_env.h"
+#include "emu/settings.h"
 
 namespace xpufab {
 namespace emu {
@@ -150,7 +151,9 @@ int open(std::unique_ptr<backend::Backend>* backend_p) {
 
 }  // namespace
 
-XPUFAB_REGISTER_BACKEND(g_emu_registered, (backend::BackendFactory{"emu", probe, open}),
+XPUFAB_REGISTER_BACKEND(g_emu_registered,
+                        (backend::BackendFactory{"emu", probe, open, kEmuSettings,
+                                                 kNumEmuSettings}),
                         backend::kPriorityEmulator);
 
 }  // namespace emu

@@ -324,21 +324,35 @@ inline constexpr int kPriorityHardware = 200;
 inline constexpr int kPriorityEmulator = 100;
 inline constexpr int kPriorityByNameOnly = 0;
 
+// An environment variable a backend reads, so that the provider can declare it to
+// fi_getparams (fi_info -e lists it with its value) without knowing which backend it belongs to.
+enum class SettingType { kString, kInt, kBool };
+struct BackendSetting {
+  const char* env_name;  // the full name, "FI_EFA_EMU_PROFILE"
+  SettingType type;
+  const char* help;
+};
+
 // A backend factory. probe() returns 0 when the backend can run here and a negative errno
-// (-ENODEV, -ENOENT) when it cannot; it never fails loudly.
+// (-ENODEV, -ENOENT) when it cannot; it never fails loudly. settings (num_settings entries) are
+// the variables the backend reads; none by default.
 struct BackendFactory {
   const char* name;
   int (*probe)();
   int (*open)(std::unique_ptr<Backend>* backend_p);
+  const BackendSetting* settings = nullptr;
+  size_t num_settings = 0;
 };
 
-// -EEXIST on a duplicate name; -EINVAL on an incomplete factory, a negative priority, or the name
-// "auto" (which FI_EFA_BACKEND reserves).
+// -EEXIST on a duplicate name; -EINVAL on an incomplete factory (settings counted but absent), a
+// negative priority, or the name "auto" (which FI_EFA_BACKEND reserves).
 int register_backend(const BackendFactory& factory, int priority = kPriorityByNameOnly);
 // Names in registration order.
 std::vector<std::string> registered_backends();
 // The backends FI_EFA_BACKEND=auto considers, in the order it tries them.
 std::vector<std::string> backends_by_priority();
+// The settings of every registered backend, in registration order.
+std::vector<BackendSetting> backend_settings();
 // -ENOENT for an unknown name, or probe()'s error.
 int open_backend(const std::string& name, std::unique_ptr<Backend>* backend_p);
 

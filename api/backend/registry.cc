@@ -31,7 +31,8 @@ Registry& registry() {
 
 int register_backend(const BackendFactory& factory, int priority) {
   if (factory.name == nullptr || factory.name[0] == '\0' || factory.probe == nullptr ||
-      factory.open == nullptr || priority < 0 || std::string(factory.name) == "auto") {
+      factory.open == nullptr || priority < 0 || std::string(factory.name) == "auto" ||
+      (factory.settings == nullptr && factory.num_settings != 0)) {
     return -EINVAL;
   }
   Registry& r = registry();
@@ -66,6 +67,17 @@ std::vector<std::string> backends_by_priority() {
   std::vector<std::string> names;
   for (const Entry& e : ranked) names.emplace_back(e.factory.name);
   return names;
+}
+
+std::vector<BackendSetting> backend_settings() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<BackendSetting> settings;
+  for (const Entry& e : r.entries) {
+    if (e.factory.settings == nullptr) continue;
+    settings.insert(settings.end(), e.factory.settings, e.factory.settings + e.factory.num_settings);
+  }
+  return settings;
 }
 
 int open_backend(const std::string& name, std::unique_ptr<Backend>* backend_p) {

@@ -63,6 +63,20 @@ TEST(Registry, RejectsIncompleteFactories) {
   EXPECT_EQ(register_backend({"", probe_ok, open_null}), -EINVAL);
   EXPECT_EQ(register_backend({"x", nullptr, open_null}), -EINVAL);
   EXPECT_EQ(register_backend({"x", probe_ok, nullptr}), -EINVAL);
+  EXPECT_EQ(register_backend({"x", probe_ok, open_null, nullptr, 2}), -EINVAL);
+}
+
+TEST(Registry, ListsEveryBackendsSettingsInRegistrationOrder) {
+  static const BackendSetting kFirst[] = {{"FI_EFA_TEST_A", SettingType::kInt, "a"},
+                                          {"FI_EFA_TEST_B", SettingType::kBool, "b"}};
+  static const BackendSetting kSecond[] = {{"FI_EFA_TEST_C", SettingType::kString, "c"}};
+  ASSERT_EQ(register_backend({"test_settings_1", probe_ok, open_null, kFirst, 2}), 0);
+  ASSERT_EQ(register_backend({"test_settings_2", probe_ok, open_null, kSecond, 1}), 0);
+  std::vector<std::string> names;
+  for (const BackendSetting& s : backend_settings()) {
+    if (std::string(s.env_name).compare(0, 12, "FI_EFA_TEST_") == 0) names.push_back(s.env_name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"FI_EFA_TEST_A", "FI_EFA_TEST_B", "FI_EFA_TEST_C"}));
 }
 
 TEST(Registry, RejectsNegativePrioritiesAndTheNameAuto) {

@@ -20,7 +20,8 @@ struct Param {
 
 struct Params {
   std::mutex mu;
-  std::vector<Param> list;  // guarded by mu
+  std::vector<Param> list;             // guarded by mu
+  std::vector<void (*)()> declarers;   // guarded by mu
 };
 
 Params& params() {
@@ -64,6 +65,24 @@ int define_param(const char* prov, const char* name, fi_param_type type, const c
   return 0;
 }
 
+void add_param_declarer(void (*declare)()) {
+  if (declare == nullptr) return;
+  Params& p = params();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.declarers.push_back(declare);
+}
+
+// Runs the declarers on a copy of their list: each takes the lock itself in define_param().
+void run_param_declarers() {
+  Params& p = params();
+  std::vector<void (*)()> declarers;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    declarers = p.declarers;
+  }
+  for (void (*declare)() : declarers) declare();
+}
+
 bool get_param_str(const char* prov, const char* name, std::string* value_p) {
   if (!name || !value_p) return false;
   const char* v = getenv(env_name(prov, name).c_str());
@@ -99,6 +118,7 @@ extern "C" {
 int fi_getparams(struct fi_param** params_p, int* count_p) {
   using namespace xpufab::core;
   if (!params_p || !count_p) return -FI_EINVAL;
+  run_param_declarers();
   Params& p = params();
   std::lock_guard<std::mutex> lock(p.mu);
   size_t n = p.list.size();

@@ -19,6 +19,11 @@ namespace xpufab::core {
 int define_param(const char* prov, const char* name, enum fi_param_type type,
                  const char* help);
 
+// Registers a function that fi_getparams() calls, outside any lock, each time before it lists the
+// parameters: for declarations that cannot be made at load time (what other libraries register
+// during their own static initialization). It may call define_param(); repeats are harmless.
+void add_param_declarer(void (*declare)());
+
 // The environment value of a parameter (declared or not); false when unset.
 bool get_param_str(const char* prov, const char* name, std::string* value_p);
 // Parses "1/0/yes/no/true/false/on/off" (any case); false when unset or

@@ -1,7 +1,9 @@
 // The "efa" provider: its registration with the core, the backend it runs on (FI_EFA_BACKEND,
 // api/backend/choice.h) and the process-wide table of open devices its domains share.
 #include <cerrno>
+#include <cstring>
 
+#include "api/backend/backend.h"
 #include "api/backend/choice.h"
 #include "api/core/param.h"
 #include "api/core/provider.h"
@@ -173,7 +175,25 @@ struct ParamDeclarations {
   }
 };
 
+// The backends' own variables (the emulator's FI_EFA_EMU_*), declared when they are listed: the
+// backends register during static initialization too, in an order nothing fixes.
+void declare_backend_settings() {
+  constexpr char kPrefix[] = "FI_EFA_";
+  for (const backend::BackendSetting& b : backend::backend_settings()) {
+    if (std::strncmp(b.env_name, kPrefix, sizeof(kPrefix) - 1) != 0) continue;
+    fi_param_type type = FI_PARAM_STRING;
+    if (b.type == backend::SettingType::kInt) type = FI_PARAM_INT;
+    if (b.type == backend::SettingType::kBool) type = FI_PARAM_BOOL;
+    core::define_param(kProvName, b.env_name + sizeof(kPrefix) - 1, type, b.help);
+  }
+}
+
+struct BackendSettingDeclarations {
+  BackendSettingDeclarations() { core::add_param_declarer(declare_backend_settings); }
+};
+
 ParamDeclarations g_params;
+BackendSettingDeclarations g_backend_params;
 EfaProvider g_provider;
 core::ProviderRegistration g_registration(&g_provider);
 

@@ -40,6 +40,14 @@ grep -qx '# FI_EFA_BACKEND: String' <<<"$env_list" || fail "fi_info -e lacks FI_
 grep -qE '^FI_EFA_BACKEND= *emu *$' <<<"$env_list" || fail "fi_info -e shows no value for FI_EFA_BACKEND"
 grep -qx '# FI_EFA_CQ_TRACE: String' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_CQ_TRACE"
 grep -qx '# FI_PROVIDER: String' <<<"$env_list" || fail "fi_info -e lacks FI_PROVIDER"
+# The backend's own variables too, declared by the provider from what the backend registers.
+emu_list=$(FI_EFA_EMU_PROFILE=gen2 debian_tool timeout 30 fi_info -e) || fail "fi_info -e failed"
+grep -qx '# FI_EFA_EMU_PROFILE: String' <<<"$emu_list" || fail "fi_info -e lacks FI_EFA_EMU_PROFILE"
+grep -qE '^FI_EFA_EMU_PROFILE= *gen2 *$' <<<"$emu_list" || fail "fi_info -e shows no FI_EFA_EMU_PROFILE value"
+grep -qx '# FI_EFA_EMU_DEVICES: Integer' <<<"$emu_list" || fail "fi_info -e lacks FI_EFA_EMU_DEVICES"
+grep -qx '# FI_EFA_EMU_ONE_COPY: Boolean (0/1, on/off, true/false, yes/no)' <<<"$emu_list" ||
+  fail "fi_info -e lacks FI_EFA_EMU_ONE_COPY: $(grep ONE_COPY <<<"$emu_list")"
+[ "$(grep -c '^# FI_EFA_EMU_PROFILE:' <<<"$emu_list")" = 1 ] || fail "fi_info -e repeats FI_EFA_EMU_PROFILE"
 some=$(debian_tool timeout 30 fi_info -g CQ_TRACE) || fail "fi_info -g failed"
 grep -qx '# FI_EFA_CQ_TRACE: String' <<<"$some" || fail "fi_info -g CQ_TRACE: $some"
 if grep -q FI_EFA_BACKEND <<<"$some"; then fail "fi_info -g CQ_TRACE lists FI_EFA_BACKEND"; fi
