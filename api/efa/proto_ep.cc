@@ -543,8 +543,7 @@ int proto_ep_enable(EfaEp* ep) {
   }
   ps->waiting.resize(ps->cfg.max_peers);
   ps->pep->min_multi_recv = ep->min_multi_recv;
-  ps->host_serialized = dom->info && dom->info->domain_attr &&
-                        dom->info->domain_attr->threading == FI_THREAD_DOMAIN;
+  ps->host_serialized = dom->app_serialized;
   ep->proto = ps;
   dom->proto_eps.push_back(ep);
   return 0;
