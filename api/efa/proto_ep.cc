@@ -658,8 +658,10 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
     return -FI_EOPNOTSUPP;
   const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (peek && !r.tagged) return -FI_EINVAL;
-  // FI_MULTI_RECV is for untagged receives into one buffer; the core refuses the rest.
+  // FI_MULTI_RECV: one buffer that several messages fill, untagged ones, or tagged ones
+  // (FI_TAGGED_MULTI_RECV); the core refuses the rest.
   const uint64_t multi = r.flags & FI_MULTI_RECV;
+  if (multi && r.tagged && !(ep->caps & FI_TAGGED_MULTI_RECV)) return -FI_EINVAL;
   proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
   int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);
