@@ -101,8 +101,11 @@ TEST_F(Offers, TaggedMultiRecvHintsSelectTheProtocolFabric) {
     EXPECT_FALSE(i->tx_attr->caps & FI_TAGGED_MULTI_RECV);
   }
   ASSERT_EQ(get(hints(FI_MSG)), 0);
-  for (fi_info* i = got_; i; i = i->next)
-    if (!is_protocol(i)) EXPECT_FALSE(i->caps & FI_TAGGED_MULTI_RECV) << i->fabric_attr->name;
+  for (fi_info* i = got_; i; i = i->next) {
+    if (!is_protocol(i)) {
+      EXPECT_FALSE(i->caps & FI_TAGGED_MULTI_RECV) << i->fabric_attr->name;
+    }
+  }
 }
 
 TEST_F(Offers, TheOfferStatesWhatTheProtocolGives) {
