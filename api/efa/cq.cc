@@ -123,7 +123,8 @@ ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf && count) return -FI_EINVAL;
   cq->dom->progress();
-  std::lock_guard<std::mutex> g(cq->lock);
+  std::unique_lock<std::mutex> g(cq->lock, std::defer_lock);
+  if (!cq->dom->app_serialized) g.lock();
   if (cq->staged.empty()) return -FI_EAGAIN;
   if (cq->staged.front().error()) return -FI_EAVAIL;
   size_t n = 0;

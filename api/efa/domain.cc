@@ -113,6 +113,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   }
   dom->info = fi_dupinfo(info);
   dom->mr_mode = info->domain_attr->mr_mode;
+  dom->app_serialized = info->domain_attr->threading == FI_THREAD_DOMAIN;
   dom->xpu = (info->caps & FI_XPU) != 0;
   if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();
   dom->cq_epoll = epoll_create1(EPOLL_CLOEXEC);
@@ -216,7 +217,8 @@ void EfaDomain::rearm_cqs() {
 
 void EfaDomain::progress() {
   dev->progress(64);
-  std::lock_guard<std::mutex> g(lock);
+  std::unique_lock<std::mutex> g(lock, std::defer_lock);
+  if (!app_serialized) g.lock();
   for (EfaCq* cq : cqs) cq_drain(cq);
   // A protocol endpoint's completions come from the core's progress, run by whoever reads one
   // of the domain's CQs or counters.

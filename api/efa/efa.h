@@ -143,6 +143,9 @@ struct EfaDomain {
   bool xpu = false;  // opened with FI_XPU
   bool dgram = false;  // a "<device>-dgrm" domain: FI_EP_DGRAM endpoints only
   bool proto = false;  // a "<device>-rdm" domain of the protocol fabric
+  // Opened with FI_THREAD_DOMAIN: the application serializes every call on the domain and its
+  // objects, so the host-side data path (progress, CQ reads, protocol endpoints) takes no lock.
+  bool app_serialized = false;
   uint32_t trace_id = 0;    // FI_EFA_CQ_TRACE numbering (cq_trace.h)
   uint32_t trace_next_qp = 0;
   // An epoll set of the event fds of the host CQs: readable when one of them was signaled. A

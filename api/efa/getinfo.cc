@@ -146,7 +146,7 @@ fi_info* make_proto_info(const backend::DeviceAttr& a) {
   const uint64_t caps = FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_RMA_EVENT | FI_XPU |
                         FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
                         FI_DIRECTED_RECV | FI_SOURCE | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
-                        FI_MULTI_RECV;
+                        FI_MULTI_RECV | FI_TAGGED_MULTI_RECV;
   // The core handles each sender's packets in its order whatever order SRD delivers them in:
   // messages match in order, atomics execute in order, writes land in order. Reads by RDMA read
   // pass packets, so nothing is promised about them.
@@ -164,7 +164,7 @@ fi_info* make_proto_info(const backend::DeviceAttr& a) {
   i->tx_attr->rma_iov_limit = 1;
   i->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA | FI_RMA_EVENT | FI_XPU |
                              FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV |
-                             FI_SOURCE | FI_MULTI_RECV);
+                             FI_SOURCE | FI_MULTI_RECV | FI_TAGGED_MULTI_RECV);
   // Receives are the provider's own bounce buffers: a write with immediate data never consumes
   // one of the application's.
   i->rx_attr->mode = 0;

@@ -8,7 +8,8 @@
 // a time), and once an XPU endpoint is exported the host also takes the device's spin lock
 // (efa_xpu_ep.proto_lock) that every device call holds (CoreLock). Progress runs under the
 // domain lock and takes them after; posts take them alone, and drop them before they drive the
-// domain's progress.
+// domain's progress. A domain opened with FI_THREAD_DOMAIN is the application's to serialize:
+// its host calls take no lock of their own (the device's lock stays).
 #include <sched.h>
 
 #include <cstdlib>
@@ -56,6 +57,7 @@ struct TxReq {
 
 struct ProtoState {
   std::mutex lock;
+  bool host_serialized = false;  // FI_THREAD_DOMAIN: the application serializes every call
   backend::Cq* bcq = nullptr;  // the QP's one CQ, polled by the core alone
   backend::Mr* bounce_mr = nullptr;
   uint8_t* bounce = nullptr;
@@ -88,7 +90,8 @@ namespace {
 // The host's hold on the core: the host-side mutex, then the device's lock if it has one.
 class CoreLock {
  public:
-  explicit CoreLock(ProtoState* ps) : ps_(ps), g_(ps->lock) {
+  explicit CoreLock(ProtoState* ps) : ps_(ps) {
+    if (!ps_->host_serialized) ps_->lock.lock();
     if (!ps_->dev_lock) return;
     for (;;) {
       uint32_t unlocked = 0;
@@ -100,13 +103,13 @@ class CoreLock {
   }
   ~CoreLock() {
     if (ps_->dev_lock) __atomic_store_n(ps_->dev_lock, 0u, __ATOMIC_RELEASE);
+    if (!ps_->host_serialized) ps_->lock.unlock();
   }
   CoreLock(const CoreLock&) = delete;
   CoreLock& operator=(const CoreLock&) = delete;
 
  private:
   ProtoState* ps_;
-  std::lock_guard<std::mutex> g_;
 };
 
 // The sizes every endpoint of the fabric uses (both sides of a pair must agree on credits).
@@ -115,9 +118,12 @@ constexpr uint32_t kCredits = 32;
 constexpr uint32_t kMaxOps = 1024;
 constexpr uint32_t kTxBuffers = 256;
 constexpr int kProgressBatch = 64;
-// Bytes per rendezvous read: several reads in flight keep a large message moving while one of
+// Bytes per rendezvous read: a 1 MiB message goes in one read (each read costs a WQE, a
+// request, a response and completions; four per MiB gave about a tenth less bandwidth than one,
+// side by side),
+// while a larger message still has several reads in flight, which keep it moving while one of
 // them is retransmitted.
-constexpr uint32_t kRdmaChunk = 256u << 10;
+constexpr uint32_t kRdmaChunk = 1u << 20;
 
 uint32_t round_pow2(uint32_t v) {
   uint32_t p = 2;
@@ -137,10 +143,8 @@ void fill_config(proto_config* c) {
 
 // Peers for the AV entries added since the last call (lock held). An entry that does not fit
 // in the peer table stays unknown: operations naming it fail with -FI_EINVAL.
-void sync_peers(EfaEp* ep, ProtoState* ps) {
+void sync_new_peers(EfaEp* ep, ProtoState* ps) {
   EfaAv* av = ep->av;
-  // Every progress call asks; almost always nothing was appended.
-  if (av->count.load(std::memory_order_acquire) == ps->peer_of_av.size()) return;
   std::lock_guard<std::mutex> g(av->lock);
   for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
     const EfaAvEntry& e = av->entries[i];
@@ -155,6 +159,12 @@ void sync_peers(EfaEp* ep, ProtoState* ps) {
     }
     ps->peer_of_av.push_back(peer);
   }
+}
+
+// Every post and progress call asks; almost always nothing was appended.
+inline void sync_peers(EfaEp* ep, ProtoState* ps) {
+  if (ep->av->count.load(std::memory_order_acquire) != ps->peer_of_av.size())
+    sync_new_peers(ep, ps);
 }
 
 uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
@@ -243,14 +253,22 @@ void take_copies(TxReq* r) {
 
 // A post (lock held): issued now, or queued for its peer when a fence makes it wait (FI_FENCE
 // with earlier operations to the peer outstanding, or requests already waiting for it).
-int post(EfaEp* ep, ProtoState* ps, TxReq&& r) {
-  std::deque<TxReq>& q = ps->waiting[r.peer];
-  if (q.empty() && !(r.fenced && proto_peer_ops_out(ps->pep, r.peer) > 0)) return issue(ps, r);
+bool may_issue_now(ProtoState* ps, uint32_t peer, bool fenced) {
+  return ps->waiting[peer].empty() && !(fenced && proto_peer_ops_out(ps->pep, peer) > 0);
+}
+
+// Queues r behind its peer's fence (lock held).
+int defer(EfaEp* ep, ProtoState* ps, TxReq&& r) {
   if (ps->deferred >= ep->tx_size) return -FI_EAGAIN;
   take_copies(&r);
-  q.push_back(std::move(r));
+  ps->waiting[r.peer].push_back(std::move(r));
   ps->deferred++;
   return 0;
+}
+
+int post(EfaEp* ep, ProtoState* ps, TxReq&& r) {
+  if (may_issue_now(ps, r.peer, r.fenced)) return issue(ps, r);
+  return defer(ep, ps, std::move(r));
 }
 
 bool reports(const EfaEp* ep, bool tx, uint64_t flags) {
@@ -526,6 +544,7 @@ int proto_ep_enable(EfaEp* ep) {
   }
   ps->waiting.resize(ps->cfg.max_peers);
   ps->pep->min_multi_recv = ep->min_multi_recv;
+  ps->host_serialized = dom->app_serialized;
   ep->proto = ps;
   dom->proto_eps.push_back(ep);
   return 0;
@@ -597,23 +616,35 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   // reusable on return, which an eager send's copy already does. Both go to the core as eager
   // sends with an operation, whose completion comes once the device sent the packet.
   const bool inject_call = s.no_completion;
-  TxReq r;
-  r.kind = TxReq::kSend;
-  r.fenced = s.flags & FI_FENCE;
-  r.inject = inject || inject_call;
-  r.silent = !inject_call && !reports(ep, true, s.flags);
-  r.nbuf = static_cast<uint32_t>(s.count);
-  for (size_t k = 0; k < s.count; ++k) r.b[k] = b[k];
-  r.tag = s.tag;
-  r.data = s.data;
-  r.flags = (s.tagged ? FI_TAGGED : 0) | (s.flags & FI_REMOTE_CQ_DATA);
-  r.ctx = inject_call ? ps->inject_ctx() : reinterpret_cast<uintptr_t>(s.context);
+  const bool fenced = s.flags & FI_FENCE;
+  const bool silent = !inject_call && !reports(ep, true, s.flags);
+  const uint64_t flags = (s.tagged ? FI_TAGGED : 0) | (s.flags & FI_REMOTE_CQ_DATA);
+  const uint64_t ctx = inject_call ? ps->inject_ctx() : reinterpret_cast<uintptr_t>(s.context);
+  const auto nbuf = static_cast<uint32_t>(s.count);
   {
     CoreLock g(ps);
     sync_peers(ep, ps);
-    r.peer = peer_of(ps, s.dest);
-    if (r.peer == PROTO_NONE) return -FI_EINVAL;
-    rc = post(ep, ps, std::move(r));
+    const uint32_t peer = peer_of(ps, s.dest);
+    if (peer == PROTO_NONE) return -FI_EINVAL;
+    if (may_issue_now(ps, peer, fenced)) {
+      // The common case goes to the core without a request of its own.
+      rc = ::proto_sendv(ps->pep, peer, b, nbuf, s.tag, s.data, flags, ctx);
+      if (rc == 0 && silent) ps->silent.insert(ctx);
+    } else {
+      TxReq r;
+      r.kind = TxReq::kSend;
+      r.fenced = fenced;
+      r.inject = inject || inject_call;
+      r.silent = silent;
+      r.peer = peer;
+      r.nbuf = nbuf;
+      for (size_t k = 0; k < s.count; ++k) r.b[k] = b[k];
+      r.tag = s.tag;
+      r.data = s.data;
+      r.flags = flags;
+      r.ctx = ctx;
+      rc = defer(ep, ps, std::move(r));
+    }
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
@@ -628,8 +659,10 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
     return -FI_EOPNOTSUPP;
   const uint64_t peek = r.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (peek && !r.tagged) return -FI_EINVAL;
-  // FI_MULTI_RECV is for untagged receives into one buffer; the core refuses the rest.
+  // FI_MULTI_RECV: one buffer that several messages fill, untagged ones, or tagged ones
+  // (FI_TAGGED_MULTI_RECV); the core refuses the rest.
   const uint64_t multi = r.flags & FI_MULTI_RECV;
+  if (multi && r.tagged && !(ep->caps & FI_TAGGED_MULTI_RECV)) return -FI_EINVAL;
   proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
   int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);

@@ -57,8 +57,8 @@ XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, 
   if (max < 0) return (int)max;
   if (!proto_peer_valid(ep, peer) || count == 0) return -FI_EINVAL;
   if ((int64_t)count > max) return -FI_EMSGSIZE;
-  /* Behind an RMA write still issuing or landing at the peer it could overtake it (FI_ORDER_WAW). */
-  if (ep->peers[peer].rma_busy != PROTO_NONE) return -FI_EAGAIN;
+  /* Behind an RMA still issuing its packets to the peer it could overtake it (FI_ORDER_WAW). */
+  if (proto_peer_rma_blocked(ep, peer)) return -FI_EAGAIN;
   if ((!operand && op != FI_ATOMIC_READ) || (kind == PROTO_ATOMIC_COMPARE && !compare) ||
       (kind != PROTO_ATOMIC_PLAIN && !result))
     return -FI_EINVAL;
@@ -74,6 +74,17 @@ XPU_FUNC int proto_atomic(struct proto_ep *ep, uint32_t peer, int kind, int op, 
   }
   struct proto_op *o = &ep->ops[i];
   o->peer = peer;
+  o->remote_addr = addr;
+  o->remote_key = key;
+  o->total = bytes;
+  /* Behind an earlier write it may overlap that has not landed yet it could overtake it. */
+  proto_write_list(ep, i);
+  if (!proto_write_may_start(ep, i, 1)) {
+    proto_tx_release(ep, t);
+    proto_op_free(ep, i);
+    return -FI_EAGAIN;
+  }
+  o->mode |= PROTO_OPM_WSTARTED;
   proto_op_count(ep, i);
   o->context = context;
   o->flags = FI_ATOMIC | (kind == PROTO_ATOMIC_PLAIN ? FI_WRITE : FI_READ);

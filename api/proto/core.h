@@ -225,6 +225,7 @@ XPU_FUNC int proto_peer_add(struct proto_ep *ep, uint16_t ahn, uint16_t qpn, uin
   p->tx_credits = ep->cfg.credits;
   p->q.head = p->q.tail = PROTO_NONE;
   p->rma_busy = PROTO_NONE;
+  p->wl_head = p->wl_tail = PROTO_NONE;
   *idx_p = free_idx;
   return 0;
 }
@@ -352,8 +353,11 @@ XPU_FUNC uint32_t proto_op_alloc(struct proto_ep *ep, uint8_t kind) {
   return i;
 }
 
+XPU_FUNC void proto_write_unlist(struct proto_ep *ep, uint32_t i);
+
 XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
+  if (o->mode & PROTO_OPM_WLISTED) proto_write_unlist(ep, i);
   if (o->mode & PROTO_OPM_COUNTED) {
     struct proto_peer *p = &ep->peers[o->peer];
     if (p->ops_out) p->ops_out--;
@@ -363,6 +367,69 @@ XPU_FUNC void proto_op_free(struct proto_ep *ep, uint32_t i) {
   o->kind = PROTO_K_FREE;
   o->next = ep->op_free;
   ep->op_free = i;
+}
+
+/*
+ * Appends write or atomic i (its range: remote_addr, total, remote_key) to
+ * its peer's write list, in posting order.
+ */
+XPU_FUNC void proto_write_list(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  struct proto_peer *p = &ep->peers[o->peer];
+  o->mode |= PROTO_OPM_WLISTED;
+  o->wnext = PROTO_NONE;
+  if (p->wl_tail == PROTO_NONE) p->wl_head = i;
+  else ep->ops[p->wl_tail].wnext = i;
+  p->wl_tail = i;
+}
+
+/* Takes op i off its peer's write list (it completed or failed). */
+XPU_FUNC void proto_write_unlist(struct proto_ep *ep, uint32_t i) {
+  struct proto_op *o = &ep->ops[i];
+  struct proto_peer *p = &ep->peers[o->peer];
+  o->mode &= ~PROTO_OPM_WLISTED;
+  uint32_t prev = PROTO_NONE;
+  for (uint32_t k = p->wl_head; k != PROTO_NONE; prev = k, k = ep->ops[k].wnext) {
+    if (k != i) continue;
+    if (prev == PROTO_NONE) p->wl_head = o->wnext;
+    else ep->ops[prev].wnext = o->wnext;
+    if (p->wl_tail == i) p->wl_tail = prev;
+    return;
+  }
+}
+
+/*
+ * Whether two writes may touch the same bytes. Addresses are only comparable
+ * under one key (without FI_MR_VIRT_ADDR they are offsets into the key's
+ * region): writes under different keys are taken to overlap.
+ */
+XPU_FUNC int proto_write_overlap(const struct proto_op *a, const struct proto_op *b) {
+  if (a->remote_key != b->remote_key) return 1;
+  if (a->total == 0 || b->total == 0) return 0;
+  return a->remote_addr < b->remote_addr + b->total && b->remote_addr < a->remote_addr + a->total;
+}
+
+/*
+ * Whether write or atomic i (on its peer's write list; `by_packets`: it
+ * travels as numbered packets, else by RDMA write) may start now without
+ * breaking FI_ORDER_WAW: every earlier write on the list that it may overlap
+ * must have completed, except a packet one that already started when i goes
+ * by packets too (the packet numbers order the two). Writes to disjoint
+ * ranges go in parallel, RDMA writes among them.
+ */
+XPU_FUNC int proto_write_may_start(const struct proto_ep *ep, uint32_t i, int by_packets) {
+  const struct proto_op *o = &ep->ops[i];
+  for (uint32_t k = ep->peers[o->peer].wl_head; k != i && k != PROTO_NONE; k = ep->ops[k].wnext) {
+    const struct proto_op *e = &ep->ops[k];
+    if (by_packets && e->state != PROTO_S_RDMAW && (e->mode & PROTO_OPM_WSTARTED)) continue;
+    if (proto_write_overlap(e, o)) return 0;
+  }
+  return 1;
+}
+
+/* 1 while an RMA op is issuing its packets to `peer`: the next RMA or atomic waits its turn. */
+XPU_FUNC int proto_peer_rma_blocked(const struct proto_ep *ep, uint32_t peer) {
+  return ep->peers[peer].rma_busy != PROTO_NONE;
 }
 
 /* Op i was started towards its peer: FI_FENCE waits until it completes. */

@@ -145,13 +145,17 @@ struct proto_peer {
   uint32_t *held;   /* credits entries: rx buffer index + 1 of packet rx_next + i, 0 = not here */
   /* Operations we started towards the peer (sends, atomics, RMA) not completed yet: FI_FENCE. */
   uint32_t ops_out;
-  /*
-   * The RMA op whose packets are being issued to the peer, or whose RDMA writes are in flight:
-   * the next RMA or atomic waits (writes stay ordered).
-   */
+  /* The RMA op whose packets are being issued to the peer: the next RMA or atomic waits. */
   uint32_t rma_busy;
-  /* Packet writes and atomics started towards the peer, not completed: an RDMA write waits. */
+  /* Packet writes and atomics started towards the peer, not completed. */
   uint32_t writes_out;
+  /*
+   * Writes and atomics to the peer not completed yet, in posting order, linked through their
+   * ops' `wnext`: each waits for the earlier ones it may overlap that nothing else orders
+   * before it (proto_write_may_start).
+   */
+  uint32_t wl_head;
+  uint32_t wl_tail;
 };
 
 /* One registered region a peer's atomics may target. */
@@ -235,7 +239,7 @@ struct proto_op {
   uint32_t mode; /* PROTO_OPM_* */
   /* More than one buffer: seg[0..nseg) in order, buf = seg[0].addr and len their sum. */
   uint32_t nseg;
-  uint32_t reserved3;
+  uint32_t wnext; /* PROTO_OPM_WLISTED: the next write or atomic to the same peer */
   struct proto_seg seg[PROTO_IOV_MAX];
 };
 
@@ -252,6 +256,9 @@ struct proto_op {
 #define PROTO_OPM_MULTI 16u
 #define PROTO_OPM_MULTI_PART 32u
 #define PROTO_OPM_MULTI_RELEASED 64u
+/* A write or atomic on its peer's write list; STARTED: its first packet or WQE is out. */
+#define PROTO_OPM_WLISTED 128u
+#define PROTO_OPM_WSTARTED 256u
 
 /* fi_setopt FI_OPT_MIN_MULTI_RECV's default, as libfabric's efa provider has it. */
 #define PROTO_MIN_MULTI_RECV_DEFAULT 64u

@@ -71,7 +71,7 @@ XPU_FUNC void proto_multi_part_done(struct proto_ep *ep, uint32_t p, struct prot
 XPU_FUNC void proto_multi_release(struct proto_ep *ep, uint32_t p) {
   struct proto_op *m = &ep->ops[p];
   struct proto_match_hit hit;
-  proto_match_cancel(&ep->um, p, &hit);
+  proto_match_cancel(proto_matcher(ep, (int)m->matcher), p, &hit);
   m->mode |= PROTO_OPM_MULTI_RELEASED;
   m->flags |= FI_MULTI_RECV;
   if (m->inflight) return;
@@ -311,7 +311,7 @@ XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct p
   const uint64_t tag = tagged ? h->tag : 0;
   uint32_t p = proto_match_find_posted(m, tag, peer);
   /* A message a multi-receive buffer has no room for goes to the next receive (fi_msg(3)). */
-  while (!tagged && p != PROTO_MATCH_NIL && !proto_recv_fits(ep, (uint32_t)m->pool[p].cookie, proto_msg_len(h)))
+  while (p != PROTO_MATCH_NIL && !proto_recv_fits(ep, (uint32_t)m->pool[p].cookie, proto_msg_len(h)))
     p = proto_match_find_posted_after(m, p, tag, peer);
   if (p != PROTO_MATCH_NIL && (ep->ops[(uint32_t)m->pool[p].cookie].mode & PROTO_OPM_MULTI)) {
     const uint32_t part = proto_multi_take(ep, (uint32_t)m->pool[p].cookie, proto_msg_len(h));
@@ -340,20 +340,26 @@ XPU_FUNC int proto_msg_arrive(struct proto_ep *ep, uint32_t peer, const struct p
 }
 
 /*
- * Posts multi-receive buffer `b` (FI_MULTI_RECV): the untagged messages from
- * `src` fill it in arrival order, those already here first (proto_recvv).
+ * Posts multi-receive buffer `b` (FI_MULTI_RECV): the messages from `src`
+ * fill it in arrival order, those already here first (proto_recvv); untagged
+ * ones, or with `tagged` those whose tag matches `tag` under `ignore`
+ * (FI_TAGGED_MULTI_RECV).
  */
-XPU_FUNC int proto_multi_post(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, uint64_t context) {
+XPU_FUNC int proto_multi_post(struct proto_ep *ep, uint64_t src, const struct proto_buf *b, int tagged, uint64_t tag,
+                              uint64_t ignore, uint64_t context) {
+  struct proto_match *mt = proto_matcher(ep, tagged);
   const uint32_t p = proto_op_alloc(ep, PROTO_K_RECV);
   if (p == PROTO_NONE) return -FI_EAGAIN;
   struct proto_op *m = &ep->ops[p];
   m->context = context;
-  m->flags = FI_RECV | FI_MSG;
+  m->flags = FI_RECV | proto_msg_kind_flag(tagged);
+  m->tag = tag;
+  m->ignore = ignore;
   proto_op_set_bufs(m, b, 1);
-  m->matcher = 0;
+  m->matcher = (uint32_t)tagged;
   m->state = PROTO_S_POSTED;
   m->mode = PROTO_OPM_MULTI;
-  if (proto_match_post_only(&ep->um, 0, 0, src, p) == PROTO_MATCH_NIL) {
+  if (proto_match_post_only(mt, tag, ignore, src, p) == PROTO_MATCH_NIL) {
     proto_op_free(ep, p);
     return -FI_EAGAIN;
   }
@@ -364,18 +370,19 @@ XPU_FUNC int proto_multi_post(struct proto_ep *ep, uint64_t src, const struct pr
    * never sees that.
    */
   int released = 0;
-  uint32_t u = ep->um.unexpected.head;
+  uint32_t u = mt->unexpected.head;
   while (u != PROTO_MATCH_NIL && !released && proto_comp_room(ep) >= PROTO_COMP_HEADROOM) {
-    const struct proto_match_entry *e = &ep->um.pool[u];
+    const struct proto_match_entry *e = &mt->pool[u];
     const uint32_t next = e->next;
     const uint32_t x = (uint32_t)e->cookie;
     const uint64_t len = proto_msg_len(&ep->unexp[x].hdr);
-    if (proto_match_tag_matches(0, 0, src, e->tag, e->src) && proto_recv_fits(ep, p, len)) {
+    /* A message an FI_PEEK | FI_CLAIM reserved is that claim's. */
+    if (!e->claimed && proto_match_tag_matches(tag, ignore, src, e->tag, e->src) && proto_recv_fits(ep, p, len)) {
       const uint32_t part = proto_multi_take(ep, p, len);
       if (part == PROTO_NONE) break;
       released = (ep->ops[p].mode & PROTO_OPM_MULTI_RELEASED) != 0;
       struct proto_match_hit hit;
-      proto_match_remove(&ep->um, u, &hit);
+      proto_match_remove(mt, u, &hit);
       proto_recv_deliver(ep, part, ep->unexp[x].peer, &ep->unexp[x].hdr, ep->unexp[x].payload);
       proto_unexp_release(ep, x);
     }
@@ -388,10 +395,11 @@ XPU_FUNC int proto_multi_post(struct proto_ep *ep, uint64_t src, const struct pr
 /*
  * Posts a receive into `b`. flags: FI_TAGGED (match `tag` under `ignore`,
  * else untagged), and for tagged receives FI_PEEK, FI_CLAIM, FI_DISCARD with
- * libfabric's meaning; for untagged ones FI_MULTI_RECV (one buffer `b`
- * that messages fill at successive offsets, each completing on its own with
- * the buffer's context; the completion after which the buffer is the
- * caller's again carries FI_MULTI_RECV, see proto_multi_take). `src` is a
+ * libfabric's meaning; FI_MULTI_RECV (one buffer `b` that the untagged
+ * messages, or for a tagged receive those matching `tag` under `ignore`
+ * (FI_TAGGED_MULTI_RECV), fill at successive offsets, each completing on its
+ * own with the buffer's context; the completion after which the buffer is
+ * the caller's again carries FI_MULTI_RECV, see proto_multi_take). `src` is a
  * peer index or PROTO_ADDR_ANY. A receive
  * that matches a message already here completes before this returns (seen at
  * the next progress call). FI_PEEK finds nothing: an error completion with
@@ -413,8 +421,11 @@ XPU_FUNC PROTO_OUTLINE int proto_recvv(struct proto_ep *ep, uint64_t src, const 
   }
   struct proto_match_hit hit;
   const uint64_t kind = FI_RECV | proto_msg_kind_flag(tagged);
-  /* libfabric defines FI_MULTI_RECV for untagged receives (FI_TAGGED_MULTI_RECV is another capability). */
-  if (flags & FI_MULTI_RECV) return tagged || nbuf != 1 ? -FI_EINVAL : proto_multi_post(ep, src, bufs, context);
+  /* Tagged ones are FI_TAGGED_MULTI_RECV's: a consumer without it refuses them before this. */
+  if (flags & FI_MULTI_RECV) {
+    if (nbuf != 1 || (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))) return -FI_EINVAL;
+    return proto_multi_post(ep, src, bufs, tagged, tag, ignore, context);
+  }
   if (flags & FI_PEEK) {
     /* A discarded rendezvous still owes its sender a FIN, sent by an op taken before anything changes. */
     uint32_t fin_op = PROTO_NONE;

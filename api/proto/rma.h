@@ -7,10 +7,14 @@
  * into the target's memory, which the device checks against its keys, in
  * rdma_chunk pieces. Once every piece completed, a WRITE_NOTE packet tells the
  * target, which reports the write as below (remote counter, remote CQ data),
- * and the writer completes. Such a write starts once the packet writes and
- * atomics before it to the peer completed, and holds back the peer's later
- * writes and atomics until its pieces completed, since SRD keeps no order
- * between an RDMA write and packets (FI_ORDER_WAW, FI_ORDER_RMA_WAW).
+ * and the writer completes.
+ *
+ * Order (FI_ORDER_WAW, FI_ORDER_RMA_WAW). SRD keeps no order between an RDMA
+ * write and anything else, so each write and atomic to a peer waits for the
+ * earlier ones not completed that may touch the same bytes (the same key and
+ * overlapping ranges, or different keys), unless both travel as packets and
+ * the earlier one has started (the packet numbers order them): writes to
+ * disjoint ranges, RDMA writes among them, are in flight together.
  *
  * Other writes travel as WRITE packets of at most one packet's payload each,
  * numbered like every packet, so a target applies them in the writer's order
@@ -29,8 +33,7 @@
  * gen1) READ_REQ packets ask for one packet's payload each and the target
  * answers each with the data.
  *
- * The RMA ops to one peer issue their packets one op after the other, so two
- * writes to the same bytes land in posting order.
+ * The RMA ops to one peer issue their packets one op after the other.
  */
 #ifndef XPUFAB_API_PROTO_RMA_H_
 #define XPUFAB_API_PROTO_RMA_H_
@@ -105,7 +108,7 @@ XPU_FUNC int proto_rma(struct proto_ep *ep, uint32_t peer, int write, const stru
   const int inject = (flags & FI_INJECT) != 0;
   if (inject && (uint64_t)total > ep->payload_max) return -FI_EMSGSIZE;
   /* An inject is issued whole now: behind an RMA still issuing to the peer it would overtake it. */
-  if (inject && ep->peers[peer].rma_busy != PROTO_NONE) return -FI_EAGAIN;
+  if (inject && proto_peer_rma_blocked(ep, peer)) return -FI_EAGAIN;
   const uint32_t i = proto_op_alloc(ep, PROTO_K_RMA);
   if (i == PROTO_NONE) return -FI_EAGAIN;
   uint32_t t = PROTO_NONE;
@@ -131,7 +134,14 @@ XPU_FUNC int proto_rma(struct proto_ep *ep, uint32_t peer, int write, const stru
   if (write) o->state = !inject && proto_rma_by_rdma_write(ep, o->total) ? PROTO_S_RDMAW : PROTO_S_WRITE;
   else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && total > 0) o->state = PROTO_S_READ;
   else o->state = PROTO_S_RREQ;
+  if (write) proto_write_list(ep, i);
   if (inject) {
+    if (!proto_write_may_start(ep, i, 1)) {
+      proto_tx_release(ep, t);
+      proto_op_free(ep, i);
+      return -FI_EAGAIN;
+    }
+    o->mode |= PROTO_OPM_WSTARTED;
     proto_op_order(ep, i);
     proto_rma_packet(ep, i, t, 1, (uint32_t)total);
     o->state = PROTO_S_WAIT;
@@ -150,8 +160,12 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
     case PROTO_S_WRITE:
     case PROTO_S_RREQ: {
       if (p->rma_busy != PROTO_NONE && p->rma_busy != i) return -FI_EAGAIN;
-      p->rma_busy = i;
       const int write = o->state == PROTO_S_WRITE;
+      if (write && !(o->mode & PROTO_OPM_WSTARTED)) {
+        if (!proto_write_may_start(ep, i, 1)) return -FI_EAGAIN;
+        o->mode |= PROTO_OPM_WSTARTED;
+      }
+      p->rma_busy = i;
       if (write) proto_op_order(ep, i);
       do {
         const uint32_t t = proto_tx_alloc(ep, 0);
@@ -167,15 +181,11 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
     case PROTO_S_READ:
       return proto_op_read_issue(ep, i, o->total);
     case PROTO_S_RDMAW:
-      /*
-       * Takes the peer's RMA turn first (what is posted later waits from now on), then waits
-       * for the packet writes and atomics before it to complete.
-       */
-      if (p->rma_busy != i) {
-        if (p->rma_busy != PROTO_NONE) return -FI_EAGAIN;
-        p->rma_busy = i;
+      /* Once started (the SQ may take its pieces over several calls) it only continues. */
+      if (!(o->mode & PROTO_OPM_WSTARTED)) {
+        if (!proto_write_may_start(ep, i, 0)) return -FI_EAGAIN;
+        o->mode |= PROTO_OPM_WSTARTED;
       }
-      if (p->writes_out) return -FI_EAGAIN;
       return proto_rma_write_issue(ep, i);
     case PROTO_S_FIN: {
       const uint32_t t = proto_tx_alloc(ep, 1);
@@ -204,11 +214,8 @@ XPU_FUNC int proto_rma_run(struct proto_ep *ep, uint32_t i) {
 XPU_FUNC void proto_rma_wqe_done(struct proto_ep *ep, uint32_t i) {
   struct proto_op *o = &ep->ops[i];
   if ((o->state != PROTO_S_READ && o->state != PROTO_S_RDMAW) || o->cursor < o->total) return;
-  if (o->state == PROTO_S_RDMAW) {
-    /* Landed: the peer's next write may go (the note is numbered, behind nothing of ours). */
-    struct proto_peer *p = &ep->peers[o->peer];
-    if (p->rma_busy == i) p->rma_busy = PROTO_NONE;
-  }
+  /* Landed: the writes after it may go (the note is numbered, behind nothing of ours). */
+  if (o->state == PROTO_S_RDMAW && (o->mode & PROTO_OPM_WLISTED)) proto_write_unlist(ep, i);
   if (o->err) {
     proto_rma_complete(ep, i, (uint32_t)o->prov_errno);
     return;

@@ -3,7 +3,9 @@
 // one buffer at successive offsets, its release once the space left falls below
 // FI_OPT_MIN_MULTI_RECV (the FI_MULTI_RECV flag on the completion after which the buffer is the
 // application's again), a message that no longer fits going to the next receive, messages that
-// arrived before the buffer was posted, a rendezvous message landing in it, and fi_cancel.
+// arrived before the buffer was posted, a rendezvous message landing in it, and fi_cancel; and
+// the same for tagged receives (FI_TAGGED_MULTI_RECV): the messages whose tag matches under
+// the ignore mask fill the buffer, the others go to the receives they match.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +68,36 @@ void send_one(Node& n, fi_addr_t peer, size_t at, size_t len, uint32_t seed) {
   GROUP_CHECK(post_retrying(n, [&] { return fi_send(n.ep(), n.at(at), len, n.desc(), peer, nullptr); }) == 0);
   const fi_cq_tagged_entry e = n.expect(60000);
   GROUP_CHECK((e.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG));
+}
+
+// fi_trecvmsg of [at, at + len) for `tag` under `ignore` with `flags`.
+ssize_t post_trecv(Node& n, size_t at, size_t len, uint64_t tag, uint64_t ignore, void* ctx,
+                   uint64_t flags) {
+  iovec iov{n.at(at), len};
+  void* desc = n.desc();
+  fi_msg_tagged msg{};
+  msg.msg_iov = &iov;
+  msg.desc = &desc;
+  msg.iov_count = 1;
+  msg.addr = FI_ADDR_UNSPEC;
+  msg.tag = tag;
+  msg.ignore = ignore;
+  msg.context = ctx;
+  return fi_trecvmsg(n.ep(), &msg, flags);
+}
+
+// Sends `len` bytes of pattern `seed` tagged `tag` and waits for the send's completion.
+void tsend_one(Node& n, fi_addr_t peer, size_t at, size_t len, uint64_t tag, uint32_t seed) {
+  fill(n.at(at), len, seed);
+  GROUP_CHECK(post_retrying(n, [&] {
+                return fi_tsend(n.ep(), n.at(at), len, n.desc(), peer, tag, nullptr);
+              }) == 0);
+  const fi_cq_tagged_entry e = n.expect(60000);
+  GROUP_CHECK((e.flags & (FI_SEND | FI_TAGGED)) == (FI_SEND | FI_TAGGED));
+}
+
+bool is_tagged_part(const fi_cq_tagged_entry& e) {
+  return (e.flags & (FI_RECV | FI_TAGGED)) == (FI_RECV | FI_TAGGED) && !(e.flags & FI_MSG);
 }
 
 bool is_multi_part(const fi_cq_tagged_entry& e) {
@@ -311,7 +343,10 @@ TEST_P(MultiRecv, OptionAndRefusals) {
                 -FI_ETOOSMALL);
     GROUP_CHECK(len == sizeof(size_t));
 
-    // Tagged receives have no FI_MULTI_RECV in this version; nor does a buffer in several pieces.
+    // FI_TAGGED_MULTI_RECV is offered; a tagged multi-receive buffer takes no FI_PEEK, FI_CLAIM
+    // or FI_DISCARD, and no multi-receive buffer comes in several pieces.
+    GROUP_CHECK(n.info()->caps & FI_TAGGED_MULTI_RECV);
+    GROUP_CHECK(n.info()->rx_attr->caps & FI_TAGGED_MULTI_RECV);
     int ctx = 0;
     iovec iov[2] = {{n.at(0), 128}, {n.at(256), 128}};
     void* desc[2] = {n.desc(), n.desc()};
@@ -321,6 +356,9 @@ TEST_P(MultiRecv, OptionAndRefusals) {
     tm.iov_count = 1;
     tm.addr = FI_ADDR_UNSPEC;
     tm.context = &ctx;
+    for (uint64_t f : {uint64_t{FI_PEEK}, uint64_t{FI_CLAIM}, uint64_t{FI_PEEK | FI_DISCARD}})
+      GROUP_CHECK(fi_trecvmsg(n.ep(), &tm, FI_MULTI_RECV | f) == -FI_EINVAL);
+    tm.iov_count = 2;
     GROUP_CHECK(fi_trecvmsg(n.ep(), &tm, FI_MULTI_RECV) == -FI_EINVAL);
     fi_msg msg{};
     msg.msg_iov = iov;
@@ -339,6 +377,88 @@ TEST_P(MultiRecv, OptionAndRefusals) {
   });
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0], 0);
+}
+
+// A tagged buffer for tags 0x500-0x5ff: two eager messages and a rendezvous one with such tags
+// land in it at successive offsets with their own tags, the last to complete releasing it; a
+// message tagged 0x900 between them goes to the receive for 0x900 instead.
+TEST_P(MultiRecv, TaggedMessagesMatchingTheBufferFillIt) {
+  constexpr size_t kRndv = 20000;  // above the eager limit of one packet
+  constexpr size_t kSizes[] = {100, 200, kRndv};
+  constexpr uint64_t kTags[] = {0x501, 0x5ff, 0x510};
+  pair([&](Member& m, Node& n, fi_addr_t peer) {
+    int ctx = 0, plain = 0;
+    if (m.rank() == 0) {
+      // Room for the three and 40 bytes: below the default minimum, so the third releases it.
+      GROUP_CHECK(post_trecv(n, 0, 100 + 200 + kRndv + 40, 0x500, 0xff, &ctx, FI_MULTI_RECV) == 0);
+      GROUP_CHECK(fi_trecv(n.ep(), n.at(1 << 20), 4096, n.desc(), FI_ADDR_UNSPEC, 0x900, 0,
+                           &plain) == 0);
+      m.barrier();
+      std::vector<fi_cq_tagged_entry> got;
+      bool plain_seen = false;
+      while (got.size() < 3 || !plain_seen) {
+        const fi_cq_tagged_entry e = n.expect(60000);
+        if (e.op_context == &plain) {
+          GROUP_CHECK(!plain_seen && e.tag == 0x900 && e.len == 64 && !(e.flags & FI_MULTI_RECV));
+          GROUP_CHECK(has_pattern(n.at(1 << 20), 64, 9));
+          plain_seen = true;
+          continue;
+        }
+        GROUP_CHECK(e.op_context == &ctx && is_tagged_part(e));
+        got.push_back(e);
+      }
+      for (size_t i = 0; i < 3; ++i) GROUP_CHECK(((got[i].flags & FI_MULTI_RECV) != 0) == (i == 2));
+      std::sort(got.begin(), got.end(),
+                [](const fi_cq_tagged_entry& x, const fi_cq_tagged_entry& y) { return x.buf < y.buf; });
+      size_t off = 0;
+      for (size_t i = 0; i < 3; ++i) {
+        GROUP_CHECK(got[i].buf == n.at(off) && got[i].len == kSizes[i] && got[i].tag == kTags[i]);
+        GROUP_CHECK(has_pattern(n.at(off), kSizes[i], static_cast<uint32_t>(i + 1)));
+        off += kSizes[i];
+      }
+      GROUP_CHECK(fi_cancel(&n.ep()->fid, &ctx) == -FI_ENOENT);
+    } else {
+      m.barrier();
+      tsend_one(n, peer, 0, kSizes[0], kTags[0], 1);
+      tsend_one(n, peer, 0, 64, 0x900, 9);
+      tsend_one(n, peer, 0, kSizes[1], kTags[1], 2);
+      tsend_one(n, peer, 0, kSizes[2], kTags[2], 3);
+    }
+  });
+}
+
+// Tagged messages that arrived before the buffer was posted fill it when it is, those of other
+// tags staying unexpected for the receives that match them; fi_cancel then releases it.
+TEST_P(MultiRecv, UnexpectedTaggedMessagesFillTheBufferWhenPosted) {
+  pair([](Member& m, Node& n, fi_addr_t peer) {
+    int ctx = 0, other = 0, last = 0;
+    if (m.rank() == 1) {
+      tsend_one(n, peer, 0, 80, 0x700, 20);
+      tsend_one(n, peer, 0, 90, 0x800, 21);
+      tsend_one(n, peer, 0, 70, 0x701, 22);
+      GROUP_CHECK(fi_tinject(n.ep(), n.at(0), 8, peer, 77) == 0);
+      return;
+    }
+    // Once the last message is here, the three before it wait as unexpected (each sender's
+    // packets are handled in order).
+    GROUP_CHECK(fi_trecv(n.ep(), n.at(1 << 20), 64, n.desc(), FI_ADDR_UNSPEC, 77, 0, &last) == 0);
+    GROUP_CHECK(n.expect(60000).op_context == &last);
+    GROUP_CHECK(post_trecv(n, 0, 8192, 0x700, 0x1, &ctx, FI_MULTI_RECV) == 0);
+    fi_cq_tagged_entry e = n.expect(60000);
+    GROUP_CHECK(is_tagged_part(e) && e.op_context == &ctx && e.buf == n.at(0) && e.len == 80);
+    GROUP_CHECK(e.tag == 0x700 && has_pattern(n.at(0), 80, 20) && !(e.flags & FI_MULTI_RECV));
+    e = n.expect(60000);
+    GROUP_CHECK(is_tagged_part(e) && e.op_context == &ctx && e.buf == n.at(80) && e.len == 70);
+    GROUP_CHECK(e.tag == 0x701 && has_pattern(n.at(80), 70, 22) && !(e.flags & FI_MULTI_RECV));
+    GROUP_CHECK(fi_trecv(n.ep(), n.at(1 << 21), 4096, n.desc(), FI_ADDR_UNSPEC, 0x800, 0,
+                         &other) == 0);
+    e = n.expect(60000);
+    GROUP_CHECK(e.op_context == &other && e.len == 90 && has_pattern(n.at(1 << 21), 90, 21));
+    GROUP_CHECK(fi_cancel(&n.ep()->fid, &ctx) == 0);
+    const fi_cq_err_entry err = n.expect_error();
+    GROUP_CHECK(err.err == FI_ECANCELED && err.op_context == &ctx && (err.flags & FI_MULTI_RECV));
+    GROUP_CHECK((err.flags & FI_TAGGED) != 0);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, MultiRecv,

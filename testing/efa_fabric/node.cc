@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "testing/efa_fabric/group.h"
@@ -30,6 +31,10 @@ fi_info* protocol_hints() {
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->fabric_attr->prov_name = strdup("efa");
+  // XPUFAB_TEST_THREAD_DOMAIN=1: an application that serializes its calls (FI_THREAD_DOMAIN),
+  // whose endpoints then take no lock of their own.
+  const char* td = getenv("XPUFAB_TEST_THREAD_DOMAIN");
+  if (td && strcmp(td, "1") == 0) h->domain_attr->threading = FI_THREAD_DOMAIN;
   return h;
 }
 
@@ -44,10 +49,13 @@ Node::Node(size_t buffer_bytes, fi_info* hints, bool counters) : buf_(buffer_byt
   const int rc = fi_getinfo(FI_VERSION(2, 7), nullptr, nullptr, 0, hints, &info_);
   // A transmit queue size in the hints is what the application asks of its endpoint.
   const size_t tx_size = hints->tx_attr ? hints->tx_attr->size : 0;
+  const bool hints_thread_domain = hints->domain_attr->threading == FI_THREAD_DOMAIN;
   fi_freeinfo(hints);
   GROUP_CHECK(rc == 0);
   if (tx_size && tx_size < info_->tx_attr->size) info_->tx_attr->size = tx_size;
   GROUP_CHECK(strcmp(info_->fabric_attr->name, "efa") == 0);
+  GROUP_CHECK(info_->domain_attr->threading ==
+              (hints_thread_domain ? FI_THREAD_DOMAIN : FI_THREAD_SAFE));
   GROUP_CHECK(fi_fabric(info_->fabric_attr, &fabric_, nullptr) == 0);
   GROUP_CHECK(fi_domain(fabric_, info_, &domain_, nullptr) == 0);
   fi_av_attr aa{};

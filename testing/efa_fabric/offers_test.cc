@@ -91,6 +91,23 @@ TEST_F(Offers, MultiRecvHintsSelectTheProtocolFabric) {
   EXPECT_TRUE(direct);
 }
 
+// FI_TAGGED_MULTI_RECV likewise: a tagged buffer several messages fill is the core's.
+TEST_F(Offers, TaggedMultiRecvHintsSelectTheProtocolFabric) {
+  ASSERT_EQ(get(hints(FI_TAGGED | FI_TAGGED_MULTI_RECV)), 0);
+  for (fi_info* i = got_; i; i = i->next) {
+    EXPECT_TRUE(is_protocol(i)) << i->fabric_attr->name << " " << i->domain_attr->name;
+    EXPECT_TRUE(i->caps & FI_TAGGED_MULTI_RECV);
+    EXPECT_TRUE(i->rx_attr->caps & FI_TAGGED_MULTI_RECV);
+    EXPECT_FALSE(i->tx_attr->caps & FI_TAGGED_MULTI_RECV);
+  }
+  ASSERT_EQ(get(hints(FI_MSG)), 0);
+  for (fi_info* i = got_; i; i = i->next) {
+    if (!is_protocol(i)) {
+      EXPECT_FALSE(i->caps & FI_TAGGED_MULTI_RECV) << i->fabric_attr->name;
+    }
+  }
+}
+
 TEST_F(Offers, TheOfferStatesWhatTheProtocolGives) {
   ASSERT_EQ(get(hints(FI_MSG | FI_TAGGED | FI_ATOMIC)), 0);
   const fi_info* i = got_;

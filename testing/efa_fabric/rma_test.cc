@@ -530,6 +530,65 @@ TEST_P(Rma, WritesAndAtomicsLandInPostingOrderAcrossPaths) {
   });
 }
 
+// Writes to disjoint ranges are in flight together; one overlapping both waits for them, a
+// packet write inside it waits for it, an atomic into the first waits for that one: what lands
+// is what posting order gives, whatever order the fabric delivers in.
+TEST_P(Rma, DisjointWritesOverlapAndOverlappingOnesLandInPostingOrder) {
+  pair([](Member& m, Node& n, Peers& p) {
+    const Remote& t = p.remote[0];
+    constexpr size_t kLen = 40000;
+    constexpr size_t kMid = kLen / 2;
+    if (m.rank() == 1) {
+      void* d = n.desc();
+      for (uint32_t round = 0; round < 4; ++round) {
+        fill(n.at(0), kLen, 80 + round);
+        fill(n.at(65536), kLen, 90 + round);
+        fill(n.at(131072), kLen, 100 + round);
+        uint64_t v = 0x7171 + round, add = 3;
+        memcpy(n.at(196608), &v, 8);
+        auto post = [&](auto fn) { GROUP_CHECK(post_retrying(n, fn) == 0); };
+        post([&] { return fi_write(n.ep(), n.at(0), kLen, d, p.addr[0], t.addr, t.key, nullptr); });
+        post([&] {
+          return fi_write(n.ep(), n.at(65536), kLen, d, p.addr[0], t.addr + kLen, t.key, nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(131072), kLen, d, p.addr[0], t.addr + kMid, t.key,
+                          nullptr);
+        });
+        post([&] {
+          return fi_write(n.ep(), n.at(196608), 8, d, p.addr[0], t.addr + kMid + 8, t.key,
+                          nullptr);
+        });
+        post([&] {
+          return fi_atomic(n.ep(), &add, 1, nullptr, p.addr[0], t.addr, t.key, FI_UINT64, FI_SUM,
+                           nullptr);
+        });
+        for (int i = 0; i < 5; ++i) GROUP_CHECK(n.expect().flags & FI_WRITE);
+        m.barrier();
+        m.barrier();  // the target checked
+      }
+    } else {
+      for (uint32_t round = 0; round < 4; ++round) {
+        m.barrier();
+        static uint8_t want[2 * kLen], part[kLen];
+        fill(want, kLen, 80 + round);
+        uint64_t first = 0;
+        memcpy(&first, want, 8);
+        first += 3;
+        memcpy(want, &first, 8);
+        fill(part, kLen, 90 + round);
+        memcpy(want + kLen, part, kLen);
+        fill(part, kLen, 100 + round);
+        memcpy(want + kMid, part, kLen);
+        const uint64_t v = 0x7171 + round;
+        memcpy(want + kMid + 8, &v, 8);
+        GROUP_CHECK(memcmp(n.at(0), want, 2 * kLen) == 0);
+        m.barrier();
+      }
+    }
+  });
+}
+
 // The WQEs the emulated device of a closed node took, from its statistics file
 // (FI_EFA_EMU_STATS=<prefix>: written when the device closes), or -1.
 long device_wqes(const std::string& prefix) {

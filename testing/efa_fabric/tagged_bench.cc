@@ -5,6 +5,10 @@
 //
 //   tagged_bench PROVIDER [FABRIC]
 //
+// TAGGED_BENCH_PARTS (a comma-separated subset of lat,bw,sum,wbw; all by default) and
+// TAGGED_BENCH_ITERS (ping-pong and FI_SUM iterations, 2000 by default) narrow a run, e.g. to
+// count the instructions of a fixed number of round trips under callgrind.
+//
 // The process forks into two ranks that exchange addresses over a socketpair and prints one line:
 //   RESULT provider P lat64_us X bw1m_MBps Y sum8_rtt_us Z wbw1m_MBps W
 // (W: 1 MiB fi_write bandwidth)
@@ -287,19 +291,35 @@ double sum_rtt(Rank* r, bool client, int iters, int fd) {
   return us;
 }
 
+bool part_wanted(const char* name) {
+  const char* parts = getenv("TAGGED_BENCH_PARTS");
+  if (!parts || !*parts) return true;
+  const std::string list = std::string(",") + parts + ",";
+  return list.find(std::string(",") + name + ",") != std::string::npos;
+}
+
+int iterations() {
+  const char* s = getenv("TAGGED_BENCH_ITERS");
+  const int n = s ? atoi(s) : 0;
+  return n > 0 ? n : 2000;
+}
+
 void run(const char* prov, const char* fabric, bool client, int fd) {
   Rank r;
   open_rank(&r, prov, fabric);
   connect_rank(&r, fd);
-  const double lat = latency(&r, client, 2000);
+  const int iters = iterations();
+  double lat = -1, bw = -1;
+  if (part_wanted("lat")) lat = latency(&r, client, iters);
   sync(fd);
-  const double bw = bandwidth(&r, client, 20);
+  if (part_wanted("bw")) bw = bandwidth(&r, client, 20);
   sync(fd);
   double sum = -1;
-  if (r.atomics) {
+  if (!part_wanted("sum")) {
+  } else if (r.atomics) {
     size_t count = 0;
     if (fi_fetch_atomicvalid(r.ep, FI_UINT64, FI_SUM, &count) == 0 && count >= 1) {
-      sum = sum_rtt(&r, client, 2000, fd);
+      sum = sum_rtt(&r, client, iters, fd);
     } else if (client) {
       fprintf(stderr, "tagged_bench: %s: no fetching FI_SUM on FI_UINT64\n", prov);
     }
@@ -307,7 +327,8 @@ void run(const char* prov, const char* fabric, bool client, int fd) {
     fprintf(stderr, "tagged_bench: %s offers no FI_ATOMIC with FI_TAGGED\n", prov);
   }
   double wbw = -1;
-  if (r.rma) {
+  if (!part_wanted("wbw")) {
+  } else if (r.rma) {
     wbw = write_bandwidth(&r, client, 20, fd);
   } else if (client) {
     fprintf(stderr, "tagged_bench: %s offers no FI_RMA with FI_TAGGED\n", prov);

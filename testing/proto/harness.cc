@@ -85,6 +85,7 @@ int Node::open(const proto_config& cfg, uint32_t sq_depth, uint8_t rnr_retry) {
   pd.mtu = at.mtu;
   pd.max_rdma_size = at.max_rdma_size;
   pd.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
+            ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
             (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
   bounce_len_ = proto_bounce_size(&cfg, &pd);
   bounce_ = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len_ + 4095) / 4096 * 4096));
