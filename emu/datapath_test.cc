@@ -310,6 +310,50 @@ TEST_F(Pair, RnrRetryCountAndInfinite) {
   EXPECT_EQ(wait_b().base.common.req_id, 3);
 }
 
+// An op's first RNR retries come after 1/8, 1/4 and 1/2 of rnr_delay_us, later ones after all of
+// it: counted in passes of a step clock (1 us each), so the schedule is exact.
+TEST(RnrRetry, FirstRetriesComeSooner) {
+  auto fabric = std::make_shared<InProcFabric>();
+  DeviceOptions o = inline_options(fabric);
+  o.step_clock_ns = 1000;
+  o.rnr_delay_us = 80;
+  o.reorder = false;
+  Node a, b;
+  a.open(o);
+  b.open(o);
+  a.make_qp();
+  b.make_qp();
+  bring_up(a.qp, a.qkey, 7);
+  bring_up(b.qp, b.qkey);
+  Ah* ah = nullptr;
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  Wqe w = send_wqe(1, ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
+  set_inline(&w, "x", 1);
+  a.sq.post(w);
+  // The pass (of A) in which each retry went out.
+  std::vector<uint64_t> at;
+  for (int pass = 0; pass < 400 && at.size() < 6; ++pass) {
+    a.dev->step(64);
+    b.dev->step(64);
+    const uint64_t retries = a.dev->stats().rnr_retries;
+    if (retries > at.size()) at.push_back(a.dev->stats().steps);
+    ASSERT_LE(retries, at.size());
+  }
+  ASSERT_EQ(at.size(), 6u);
+  // Each wait starts in the pass that reads the NAK, one after the (re)transmission.
+  const uint64_t expect[] = {20, 40, 80, 80, 80};
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(at[i + 1] - at[i], expect[i] + 1) << "retry " << i + 2;
+  EXPECT_EQ(b.dev->stats().rnr_naks, 7u);  // the first transmission and six retries
+  // A receive ends the wait at the next retry.
+  b.rq.post(9, {{b.at(0), 8, b.mr->lkey()}});
+  efa_io_rx_cdesc_ex c;
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &b.cqr, &c));
+  EXPECT_EQ(c.base.common.req_id, 9);
+}
+
 TEST_F(Pair, UnreachableAndUnresponsivePeers) {
   uint8_t nowhere[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9};
   Ah* ah = nullptr;

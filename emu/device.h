@@ -98,7 +98,7 @@ struct DeviceOptions {
   // bytes out of the responder's, instead of both passing through the wire. A refused copy
   // (the kernel's ptrace rules) sends the bytes over the wire to that peer from then on.
   bool one_copy = true;
-  uint32_t rnr_delay_us = 20;        // wait before an RNR retry
+  uint32_t rnr_delay_us = 20;        // wait before an RNR retry (an op's first three: 1/8, 1/4, 1/2 of it)
   uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
   // An operation whose peer stays silent for response_timeout_us x (max_retransmits + 1), and
   // was asked at least max_retransmits times meanwhile, completes with UNRESP_REMOTE. Requests

@@ -21,6 +21,7 @@
 #ifndef XPUFAB_EMU_DEVICE_IMPL_H_
 #define XPUFAB_EMU_DEVICE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -189,6 +190,15 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // One-copy fallback: the peer could not copy (copy_refused); send the bytes on the wire.
   void resend_by_value(TxOp* op, uint64_t token);
   void fire_timer(uint64_t when, uint64_t token);
+  // The wait before an op's `tries`-th RNR retry (1-based): rnr_delay_us / 8, / 4, / 2, then
+  // rnr_delay_us itself. A receiver short of buffers mostly posts the next one within
+  // microseconds (a ping-pong that reposts after its own send completed), so the first retries
+  // come soon; one that stays short is asked at the full delay.
+  uint64_t rnr_delay_ns(uint32_t tries) const {
+    constexpr uint32_t kRamp = 3;
+    const uint32_t shift = tries > kRamp ? 0 : kRamp + 1 - std::max(tries, 1u);
+    return (uint64_t{opt_.rnr_delay_us} * 1000) >> shift;
+  }
   void arm_timer(uint64_t token, uint64_t when) { timers_.add(when, token); }
   // The path's timer (PeerPath::timer_ns): armed at `when` unless one is due by then already;
   // when it fires, the path's transmissions that are due fire (fire_path).

@@ -403,7 +403,7 @@ void DeviceImpl::handle_response(Packet& pkt) {
     if (retry == 7 || op.rnr_tries < retry) {
       op.rnr_tries++;
       op.state = OpState::kRnrWait;
-      op.deadline_ns = step_now_ + uint64_t{opt_.rnr_delay_us} * 1000;
+      op.deadline_ns = step_now_ + rnr_delay_ns(op.rnr_tries);
       arm_timer(pkt.token, op.deadline_ns);
       return;
     }
