@@ -174,9 +174,13 @@ int DeviceImpl::destroy_cq(Cq* c) {
 }
 
 int DeviceImpl::arm_cq(EmuCq* cq) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cq->efd < 0) return -EOPNOTSUPP;
-  cq->armed = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cq->efd < 0) return -EOPNOTSUPP;
+    cq->armed = true;
+  }
+  // The caller is about to block on the event: the engine thread drives from now on.
+  kick();
   return 0;
 }
 

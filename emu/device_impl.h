@@ -364,6 +364,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool wake_ = false;
+  uint64_t kicked_ns_ = 0;  // the last kick (wake_mu_): callers before it no longer park the thread
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> last_caller_ns_{0};
 

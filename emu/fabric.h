@@ -195,6 +195,9 @@ class Fabric {
     (void)out;
     return poll_rx(gid, budget);
   }
+  // The device of `gid` stops polling its wire for a while (its engine goes to sleep): a fabric
+  // with a receive thread that parks while polls come in hands packets to the sink from now on.
+  virtual void poll_rx_stop(const Gid& gid) { (void)gid; }
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }
