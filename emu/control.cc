@@ -360,7 +360,7 @@ void DeviceImpl::set_event_handler(EventHandler* handler) {
 
 EmuAh* DeviceImpl::ah_for_gid(const EmuPd* pd, const Gid& gid) {
   for (EmuAh* ah : ahs_) {
-    if (ah != nullptr && ah->pd == pd && ah->gid == gid) return ah;
+    if (ah != nullptr && ah->pd == pd && gid_equal(ah->gid, gid)) return ah;
   }
   return nullptr;
 }

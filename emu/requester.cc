@@ -391,7 +391,7 @@ void DeviceImpl::handle_response(Packet& pkt) {
   }
   TxOp& op = *found;
   on_answer(&op, pkt.attempt);
-  if (!have_last_peer_ || last_peer_ != pkt.src) {
+  if (!have_last_peer_ || !gid_equal(last_peer_, pkt.src)) {
     responded_peers_.insert(pkt.src);
     last_peer_ = pkt.src;
     have_last_peer_ = true;

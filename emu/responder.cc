@@ -24,7 +24,7 @@ void DeviceImpl::deliver(Packet&& pkt) {
 }
 
 DeviceImpl::Executed* DeviceImpl::executed_for(const Gid& gid, uint32_t epoch) {
-  if (last_executed_ != nullptr && last_executed_key_.second == epoch && last_executed_key_.first == gid) {
+  if (last_executed_ != nullptr && last_executed_key_.second == epoch && gid_equal(last_executed_key_.first, gid)) {
     return last_executed_;
   }
   auto key = std::make_pair(gid, epoch);
