@@ -188,7 +188,7 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
 void DeviceImpl::receive_packets(int* work) {
   // work_pkts_ holds what this pass polled off the wire; the inbox what was delivered meanwhile.
   if (inbox_size_.load(std::memory_order_acquire) != 0) {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::lock_guard<InboxLock> lock(inbox_mu_);
     if (work_pkts_.empty()) {
       work_pkts_.swap(inbox_);
     } else {

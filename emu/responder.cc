@@ -14,7 +14,7 @@ using namespace ::xpufab::backend;
 
 void DeviceImpl::deliver(Packet&& pkt) {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::lock_guard<InboxLock> lock(inbox_mu_);
     inbox_.push_back(std::move(pkt));
     inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
   }
