@@ -183,9 +183,13 @@ int DeviceImpl::destroy_cq(Cq* c) {
 }
 
 int DeviceImpl::arm_cq(EmuCq* cq) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cq->efd < 0) return -EOPNOTSUPP;
-  cq->armed = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cq->efd < 0) return -EOPNOTSUPP;
+    cq->armed = true;
+  }
+  // The caller is about to block on the event: the engine thread drives from now on.
+  kick();
   return 0;
 }
 
@@ -365,7 +369,7 @@ void DeviceImpl::set_event_handler(EventHandler* handler) {
 
 EmuAh* DeviceImpl::ah_for_gid(const EmuPd* pd, const Gid& gid) {
   for (EmuAh* ah : ahs_) {
-    if (ah != nullptr && ah->pd == pd && ah->gid == gid) return ah;
+    if (ah != nullptr && ah->pd == pd && gid_equal(ah->gid, gid)) return ah;
   }
   return nullptr;
 }

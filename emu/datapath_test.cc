@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -308,6 +310,110 @@ TEST_F(Pair, RnrRetryCountAndInfinite) {
   c = wait_a();
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(wait_b().base.common.req_id, 3);
+}
+
+// An op's first RNR retries come after 1/8, 1/4 and 1/2 of rnr_delay_us, later ones after all of
+// it: counted in passes of a step clock (1 us each), so the schedule is exact.
+TEST(RnrRetry, FirstRetriesComeSooner) {
+  auto fabric = std::make_shared<InProcFabric>();
+  DeviceOptions o = inline_options(fabric);
+  o.step_clock_ns = 1000;
+  o.rnr_delay_us = 80;
+  o.reorder = false;
+  Node a, b;
+  a.open(o);
+  b.open(o);
+  a.make_qp();
+  b.make_qp();
+  bring_up(a.qp, a.qkey, 7);
+  bring_up(b.qp, b.qkey);
+  Ah* ah = nullptr;
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  Wqe w = send_wqe(1, ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
+  set_inline(&w, "x", 1);
+  a.sq.post(w);
+  // The pass (of A) in which each retry went out.
+  std::vector<uint64_t> at;
+  for (int pass = 0; pass < 400 && at.size() < 6; ++pass) {
+    a.dev->step(64);
+    b.dev->step(64);
+    const uint64_t retries = a.dev->stats().rnr_retries;
+    if (retries > at.size()) at.push_back(a.dev->stats().steps);
+    ASSERT_LE(retries, at.size());
+  }
+  ASSERT_EQ(at.size(), 6u);
+  // Each wait starts in the pass that reads the NAK, one after the (re)transmission.
+  const uint64_t expect[] = {20, 40, 80, 80, 80};
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(at[i + 1] - at[i], expect[i] + 1) << "retry " << i + 2;
+  EXPECT_EQ(b.dev->stats().rnr_naks, 7u);  // the first transmission and six retries
+  // A receive ends the wait at the next retry.
+  b.rq.post(9, {{b.at(0), 8, b.mr->lkey()}});
+  efa_io_rx_cdesc_ex c;
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+  ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &b.cqr, &c));
+  EXPECT_EQ(c.base.common.req_id, 9);
+}
+
+// A caller that drove the device parks its engine thread; arming a CQ (the caller is about to
+// block on its event) hands the engine back at once, though the park would last far longer.
+TEST(EngineThread, ArmingACqEndsTheCallersPark) {
+  auto fabric = std::make_shared<InProcFabric>();
+  DeviceOptions o = inline_options(fabric);
+  o.engine_thread = true;
+  o.park_us = 60u * 1000 * 1000;
+  o.idle_sleep_max_us = 200;
+  Node a, b;
+  a.open(o);
+  b.open(o);
+  a.make_qp();
+  b.make_qp();
+  bring_up(a.qp, a.qkey);
+  bring_up(b.qp, b.qkey);
+  Ah* ah = nullptr;
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  b.rq.post(4, {{b.at(0), 8, b.mr->lkey()}});
+  a.dev->progress(64);
+  b.dev->progress(64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both engine threads park
+  Wqe w = send_wqe(1, ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
+  set_inline(&w, "parked", 6);
+  a.sq.post(w);
+  ASSERT_EQ(a.cq->arm(), 0);
+  ASSERT_EQ(b.cq->arm(), 0);
+  // Nobody calls progress from here on.
+  efa_io_rx_cdesc_ex c;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool got = false;
+  while (!(got = b.cqr.poll(&c)) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(c.base.common.req_id, 4);
+  EXPECT_EQ(std::memcmp(b.at(0), "parked", 6), 0);
+  until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(got = a.cqr.poll(&c)) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+}
+
+// A device idle for a second sleeps up to 4 x idle_sleep_max_us: over 2.5 s at 2 ms it sleeps
+// about 500 + 1,500 / 8 times, where a 2 ms cap alone would make it 1,250 (a slow scheduler only
+// lowers both counts).
+TEST(EngineThread, ALongIdleDeviceSleepsLonger) {
+  DeviceOptions o = inline_options(std::make_shared<InProcFabric>());
+  o.engine_thread = true;
+  o.idle_sleep_max_us = 2000;
+  Node a;
+  a.open(o);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const uint64_t sleeps = a.dev->stats().idle_sleeps;
+  EXPECT_GT(sleeps, 0u);
+  EXPECT_LT(sleeps, 1000u);
 }
 
 TEST_F(Pair, UnreachableAndUnresponsivePeers) {

@@ -7,8 +7,10 @@
 // progress(); one optional engine thread per device drives it when nobody else does. The engine
 // thread parks while callers are driving (so a 2-core machine does not pay for hand-offs),
 // spins briefly after work, then backs off to sleeping; fabric deliveries and control calls wake
-// it early. A device kernel that only writes doorbells is noticed within the sleep period
-// (idle_sleep_max_us).
+// it early. A park lasts park_us, doubling up to idle_sleep_max_us while the callers keep
+// driving; arming a CQ (a caller about to block on its event) and kick() end it at once.
+// A device kernel that only writes doorbells is noticed within the sleep period
+// (idle_sleep_max_us, or four times that once the device has been idle for a second).
 //
 // Doorbells are dense 32-bit words in one page (as the doorbell BAR is). The cost of a pass does
 // not grow with idle QPs; a doorbell of an idle QP is noticed within a bounded number of passes,
@@ -98,7 +100,7 @@ struct DeviceOptions {
   // bytes out of the responder's, instead of both passing through the wire. A refused copy
   // (the kernel's ptrace rules) sends the bytes over the wire to that peer from then on.
   bool one_copy = true;
-  uint32_t rnr_delay_us = 20;        // wait before an RNR retry
+  uint32_t rnr_delay_us = 20;        // wait before an RNR retry (an op's first three: 1/8, 1/4, 1/2 of it)
   uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
   // An operation whose peer stays silent for response_timeout_us x (max_retransmits + 1), and
   // was asked at least max_retransmits times meanwhile, completes with UNRESP_REMOTE. Requests
@@ -120,8 +122,8 @@ struct DeviceOptions {
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
   uint32_t initial_rto_us = 1000;    // RTO towards a peer before its first RTT sample
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
-  uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this
-  uint32_t park_us = 200;            // engine thread parks while a caller drove within this
+  uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this (4x after a second idle)
+  uint32_t park_us = 200;            // engine thread parks while a caller drove within this (see above)
   // Nonzero: the engine's clock advances this many ns per pass instead of following the wall
   // clock, so that a run driven by step() from one thread (engine_thread = false) is
   // deterministic, timers and fault windows included.

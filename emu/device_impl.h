@@ -21,6 +21,7 @@
 #ifndef XPUFAB_EMU_DEVICE_IMPL_H_
 #define XPUFAB_EMU_DEVICE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -62,6 +63,25 @@ inline uint64_t now_ns() {
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
+
+// The inbox's lock. It is held only to append one packet or to take the whole inbox, never
+// across anything that blocks, so an uncontended lock and unlock are one exchange and one store
+// (a mutex cost about 80 instructions a WQE for its two packets); a holder that was preempted
+// is waited for by yielding.
+class InboxLock {
+ public:
+  void lock() {
+    for (int n = 0; held_.exchange(true, std::memory_order_acquire);) {
+      while (held_.load(std::memory_order_relaxed)) {
+        if (++n > 64) std::this_thread::yield();
+      }
+    }
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
 
 class DeviceImpl : public EmuDevice, public PacketSink {
  public:
@@ -189,6 +209,15 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // One-copy fallback: the peer could not copy (copy_refused); send the bytes on the wire.
   void resend_by_value(TxOp* op, uint64_t token);
   void fire_timer(uint64_t when, uint64_t token);
+  // The wait before an op's `tries`-th RNR retry (1-based): rnr_delay_us / 8, / 4, / 2, then
+  // rnr_delay_us itself. A receiver short of buffers mostly posts the next one within
+  // microseconds (a ping-pong that reposts after its own send completed), so the first retries
+  // come soon; one that stays short is asked at the full delay.
+  uint64_t rnr_delay_ns(uint32_t tries) const {
+    constexpr uint32_t kRamp = 3;
+    const uint32_t shift = tries > kRamp ? 0 : kRamp + 1 - std::max(tries, 1u);
+    return (uint64_t{opt_.rnr_delay_us} * 1000) >> shift;
+  }
   void arm_timer(uint64_t token, uint64_t when) { timers_.add(when, token); }
   // The path's timer (PeerPath::timer_ns): armed at `when` unless one is due by then already;
   // when it fires, the path's transmissions that are due fire (fire_path).
@@ -333,7 +362,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   uint64_t rng_;
 
   // Inbox.
-  std::mutex inbox_mu_;
+  InboxLock inbox_mu_;
   std::vector<Packet> inbox_;
   std::atomic<size_t> inbox_size_{0};
   std::vector<Packet> work_pkts_;
@@ -354,6 +383,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool wake_ = false;
+  uint64_t kicked_ns_ = 0;  // the last kick (wake_mu_): callers before it no longer park the thread
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> last_caller_ns_{0};
 

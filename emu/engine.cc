@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -73,6 +74,8 @@ void flip_bit(Packet* p, uint32_t bit) {
     p->token ^= uint64_t{1} << (b - payload_bits);
   }
 }
+
+constexpr uint64_t kDeepIdleNs = 1000000000;  // idle this long: sleeps may grow 4x longer
 
 }  // namespace
 
@@ -185,7 +188,7 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
 void DeviceImpl::receive_packets(int* work) {
   // work_pkts_ holds what this pass polled off the wire; the inbox what was delivered meanwhile.
   if (inbox_size_.load(std::memory_order_acquire) != 0) {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::lock_guard<InboxLock> lock(inbox_mu_);
     if (work_pkts_.empty()) {
       work_pkts_.swap(inbox_);
     } else {
@@ -275,6 +278,9 @@ void DeviceImpl::kick() {
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     wake_ = true;
+    // The engine thread takes over now, whoever drove last: a kick comes from a thread that
+    // stops driving (it arms a CQ to block) or from something nobody else will drive.
+    kicked_ns_ = now_ns();
   }
   wake_cv_.notify_one();
 }
@@ -283,17 +289,34 @@ void DeviceImpl::engine_loop() {
   uint64_t idle_since = now_ns();
   uint32_t sleep_us = 1;
   uint32_t spins = 0;
+  // How long the next park lasts: park_us after the engine thread ran, doubling up to
+  // idle_sleep_max_us while the same caller keeps driving, so that a long caller-driven run
+  // wakes this thread a few hundred times a second, not thousands (each wakeup also takes a
+  // core from the caller on a small machine). A kick ends a park at once.
+  const uint32_t park_max_us = std::max(opt_.idle_sleep_max_us, opt_.park_us);
+  uint32_t park_us = opt_.park_us;
+  bool active = true;  // worked since the last idle sleep
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t t = now_ns();
     uint64_t last = last_caller_ns_.load(std::memory_order_relaxed);
+    bool parked = false;
     if (t - last < uint64_t{opt_.park_us} * 1000 && t >= last) {
-      // A caller is driving: stay off the CPU.
+      // A caller is driving: stay off the CPU, unless a kick since that call handed over.
       std::unique_lock<std::mutex> lock(wake_mu_);
-      wake_cv_.wait_for(lock, std::chrono::microseconds(opt_.park_us), [this] { return wake_ || stop_; });
+      if (!wake_ && last > kicked_ns_) {
+        parked = true;
+        const bool kicked = wake_cv_.wait_for(lock, std::chrono::microseconds(park_us),
+                                              [this] { return wake_ || stop_; });
+        park_us = kicked ? opt_.park_us : std::min(park_us * 2, park_max_us);
+      }
       wake_ = false;
+    }
+    if (parked) {
       idle_since = now_ns();
+      active = true;  // the caller polled the wire meanwhile
       continue;
     }
+    park_us = opt_.park_us;
     int n = 0;
     if (mu_.try_lock()) {
       n = step_locked(256);
@@ -304,6 +327,7 @@ void DeviceImpl::engine_loop() {
     if (n > 0) {
       idle_since = t;
       sleep_us = 1;
+      active = true;
       continue;
     }
     // Spin for a while after the last work, offering the CPU to other runnable threads (the
@@ -315,6 +339,12 @@ void DeviceImpl::engine_loop() {
         cpu_relax();
       }
       continue;
+    }
+    if (active) {
+      // Nobody polls this device's wire while it sleeps: the fabric's receive thread takes
+      // over now rather than when its own park ends.
+      active = false;
+      if (attached_) fabric_->poll_rx_stop(gid_);
     }
     bool woken;
     {
@@ -335,7 +365,13 @@ void DeviceImpl::engine_loop() {
       idle_since = now_ns();
       sleep_us = 1;
     } else {
-      sleep_us = std::min(sleep_us * 2, std::max(opt_.idle_sleep_max_us, 1u));
+      // A device idle for a second sleeps up to four times longer: it costs a wakeup (a few
+      // tens of microseconds of a virtual machine's core) per sleep, and what is driven from
+      // the host wakes it anyway (callers, arming, deliveries); only a device kernel's first
+      // doorbell after the lull waits for the longer sleep.
+      uint32_t cap = std::max(opt_.idle_sleep_max_us, 1u);
+      if (now_ns() - idle_since >= kDeepIdleNs) cap = cap > UINT32_MAX / 4 ? UINT32_MAX : cap * 4;
+      sleep_us = std::min(sleep_us * 2, cap);
     }
   }
 }

@@ -24,6 +24,16 @@ namespace emu {
 
 using Gid = std::array<uint8_t, 16>;
 
+// Two 64-bit compares; std::array's == calls memcmp, which the engine paid on every packet.
+inline bool gid_equal(const Gid& a, const Gid& b) {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, a.data(), 8);
+  std::memcpy(&b0, b.data(), 8);
+  std::memcpy(&a1, a.data() + 8, 8);
+  std::memcpy(&b1, b.data() + 8, 8);
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+
 enum class PacketType : uint8_t {
   kRequest = 1,   // SEND, RDMA WRITE (payload) or RDMA READ (no payload)
   kResponse = 2,  // ack/nak with a completion status; RDMA READ data as payload
@@ -195,6 +205,9 @@ class Fabric {
     (void)out;
     return poll_rx(gid, budget);
   }
+  // The device of `gid` stops polling its wire for a while (its engine goes to sleep): a fabric
+  // with a receive thread that parks while polls come in hands packets to the sink from now on.
+  virtual void poll_rx_stop(const Gid& gid) { (void)gid; }
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }

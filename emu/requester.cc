@@ -391,7 +391,7 @@ void DeviceImpl::handle_response(Packet& pkt) {
   }
   TxOp& op = *found;
   on_answer(&op, pkt.attempt);
-  if (!have_last_peer_ || last_peer_ != pkt.src) {
+  if (!have_last_peer_ || !gid_equal(last_peer_, pkt.src)) {
     responded_peers_.insert(pkt.src);
     last_peer_ = pkt.src;
     have_last_peer_ = true;
@@ -403,7 +403,7 @@ void DeviceImpl::handle_response(Packet& pkt) {
     if (retry == 7 || op.rnr_tries < retry) {
       op.rnr_tries++;
       op.state = OpState::kRnrWait;
-      op.deadline_ns = step_now_ + uint64_t{opt_.rnr_delay_us} * 1000;
+      op.deadline_ns = step_now_ + rnr_delay_ns(op.rnr_tries);
       arm_timer(pkt.token, op.deadline_ns);
       return;
     }

@@ -14,7 +14,7 @@ using namespace ::xpufab::backend;
 
 void DeviceImpl::deliver(Packet&& pkt) {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::lock_guard<InboxLock> lock(inbox_mu_);
     inbox_.push_back(std::move(pkt));
     inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
   }
@@ -24,7 +24,7 @@ void DeviceImpl::deliver(Packet&& pkt) {
 }
 
 DeviceImpl::Executed* DeviceImpl::executed_for(const Gid& gid, uint32_t epoch) {
-  if (last_executed_ != nullptr && last_executed_key_.second == epoch && last_executed_key_.first == gid) {
+  if (last_executed_ != nullptr && last_executed_key_.second == epoch && gid_equal(last_executed_key_.first, gid)) {
     return last_executed_;
   }
   auto key = std::make_pair(gid, epoch);

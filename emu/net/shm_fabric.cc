@@ -329,18 +329,27 @@ void ShmFabric::receive_loop(Local* lp) {
   Mailbox* box = lp->mb;
   uint64_t last_work = now_ns();
   const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
+  // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in:
+  // a long caller-driven run wakes this thread rarely. A poller that stops for a while says so
+  // (poll_rx_stop), which ends the park at once.
+  const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
+  uint64_t park_wait_ns = park_ns;
   while (!lp->stop.load(std::memory_order_relaxed)) {
     uint64_t now = now_ns();
     uint64_t polled = lp->last_poll_ns.load(std::memory_order_relaxed);
     if (polled != 0 && now >= polled && now - polled < park_ns) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
-      // Senders do not wake a parked thread (it is not `sleeping`); detach does.
+      // Senders do not wake a parked thread (it is not `sleeping`); detach and poll_rx_stop do.
       uint32_t seq = box->wake_seq.load(std::memory_order_relaxed);
-      timespec ts{0, static_cast<long>(park_ns - (now - polled))};
-      futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
+      const uint64_t wait = std::max(park_wait_ns, park_ns - (now - polled));
+      timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+      const bool woken = futex(&box->wake_seq, FUTEX_WAIT, seq, &ts) == 0 ||
+                         box->wake_seq.load(std::memory_order_relaxed) != seq;
+      park_wait_ns = woken ? park_ns : std::min(park_wait_ns * 2, park_max_ns);
       last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
       continue;
     }
+    park_wait_ns = park_ns;
     int n = 0;
     bool empty = box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
     if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {
@@ -368,6 +377,16 @@ void ShmFabric::receive_loop(Local* lp) {
 }
 
 int ShmFabric::poll_rx(const Gid& gid, int budget) { return poll_rx_batch(gid, budget, 0, nullptr); }
+
+void ShmFabric::poll_rx_stop(const Gid& gid) {
+  std::lock_guard<std::mutex> lock(locals_mu_);
+  auto it = locals_.find(gid);
+  if (it == locals_.end()) return;
+  Local* lp = it->second.get();
+  lp->last_poll_ns.store(0, std::memory_order_relaxed);
+  lp->mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+  futex(&lp->mb->wake_seq, FUTEX_WAKE, 1, nullptr);
+}
 
 int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
   Local* lp = rx_hint_.load(std::memory_order_acquire);

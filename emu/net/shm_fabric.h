@@ -52,6 +52,7 @@ struct ShmFabricOptions {
   uint32_t fragment_bytes = 256u << 10;
   uint32_t spin_us = 30;          // receive thread: poll this long after traffic before sleeping
   uint32_t park_us = 200;         // receive thread: stays parked while poll_rx() ran within this
+  uint32_t park_max_us = 4000;    // a park doubles from park_us up to this while polls go on
   uint32_t full_timeout_ms = 2000;  // a sender gives up on a mailbox that stays full
   uint32_t liveness_check_ms = 20;  // how often a sender re-checks that a peer lives
   // Large RDMA transfers refer to the sender's memory and the other end copies it across with
@@ -86,6 +87,8 @@ class ShmFabric : public Fabric {
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
   int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) override;
+  // Wakes the parked receive thread of `gid`, which drains the mailbox from then on.
+  void poll_rx_stop(const Gid& gid) override;
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;

@@ -237,6 +237,32 @@ TEST(ShmFabric, PollerDrainsTheMailboxOnItsOwnThread) {
   EXPECT_EQ(sb.take().size(), 0u);
 }
 
+// A poller that stops for a while says so (poll_rx_stop): the parked receive thread delivers at
+// once, though its park would last far longer than the test.
+TEST(ShmFabric, APollerThatStopsEndsThePark) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("stop");
+  o.park_us = 60u * 1000 * 1000;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(21), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(22), &sb), 0);
+  EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);  // marks b as polled
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 5, 64)), 0);
+  EXPECT_EQ(sb.wait_for(1, 50), 0u);  // parked: only a poller would deliver now
+  b->poll_rx_stop(gid_of(99));         // not attached here: nothing happens
+  EXPECT_EQ(sb.wait_for(1, 20), 0u);
+  b->poll_rx_stop(gid_of(22));
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  std::vector<Packet> got = sb.take();
+  EXPECT_TRUE(packet_ok(got[0]));
+  // Later packets reach the sink without a poller too.
+  ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 6, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+}
+
 uint64_t steady_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())

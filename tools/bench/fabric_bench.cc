@@ -1,9 +1,12 @@
 // Side-by-side figures for DESIGN.md §8, measured in one run on one machine:
 //  - two-process ping-pong through the emulated EFA (public libfabric API, efa provider,
-//    FI_EFA_EMU_FABRIC=shm): 64 B send/recv latency and 1 MiB RDMA write bandwidth;
+//    FI_EFA_EMU_FABRIC=shm): 64 B send/recv latency with a receive always posted ahead, as
+//    fi_pingpong keeps one (and, for comparison, with each receive posted only after the round
+//    completed, where a send may meet an empty receive queue), and 1 MiB RDMA write bandwidth;
 //  - Debian libfabric's own fi_pingpong, `-p shm -e rdm` and `-p tcp -e rdm`, at 64 B and 1 MiB;
 //  - 16 processes all-to-all (64 B messages/s), 1,000 QPs on one device (latency vs one QP),
-//    and the CPU an idle device costs (getrusage over a few seconds).
+//    the CPU an idle device costs (getrusage over a few seconds), and the CPU the device's own
+//    threads (engine, mailbox receive) take while the application drives it in the ping-pong.
 // Each figure is printed with its ratio against the target.
 //
 //   bazel run -c opt //tools/bench:fabric_bench [-- --quick]
@@ -14,8 +17,10 @@
 //
 // The binary is also its own peer: `fabric_bench --peer pingpong|alltoall|idle PORT RANK NPROC
 // [EXTRA_QPS]` (started by the driver; addresses travel through tools/oob).
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,13 +60,110 @@ struct Group {
   std::vector<fi_addr_t> peers;
 };
 
-// Rank 1 prints: one-way 64 B latency (us) and 1 MiB write bandwidth (MB/s, as fi_pingpong
-// counts it: bytes moved both ways over the time).
+// CPU time (ns) of this process's threads other than the calling one (the emulated device's
+// engine and receive threads), from the scheduler's per-thread run time, and how many times
+// they were scheduled in (wakeups).
+struct HelperCpu {
+  uint64_t ns = 0, wakeups = 0;
+};
+
+HelperCpu helper_cpu() {
+  const long self = syscall(SYS_gettid);
+  HelperCpu sum;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return sum;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.' || std::atol(e->d_name) == self) continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/schedstat");
+    uint64_t run = 0, wait = 0, slices = 0;
+    if (f >> run >> wait >> slices) {
+      sum.ns += run;
+      sum.wakeups += slices;
+    }
+  }
+  closedir(d);
+  return sum;
+}
+
+// Completions of a ping-pong so far. A receive may complete before this side's own send does
+// (the peer answered before this side read the send's completion).
+struct Rounds {
+  int tx = 0, rx = 0;
+};
+
+// Reads completions until `tx` sends and `rx` receives have completed in all, posting the next
+// receive (while `repost`) the moment one lands.
+void complete_until(Endpoint& e, Rounds* done, int tx, int rx, int repost) {
+  fi_cq_data_entry c[2];
+  const auto end = Clock::now() + std::chrono::seconds(30);
+  while (done->tx < tx || done->rx < rx) {
+    const ssize_t n = fi_cq_read(e.cq(), c, 2);
+    if (n == -FI_EAGAIN) {
+      PEER_CHECK(Clock::now() < end);
+      continue;
+    }
+    PEER_CHECK(n > 0);
+    for (ssize_t i = 0; i < n; ++i) {
+      if (c[i].flags & FI_RECV) {
+        if (++done->rx < repost) {
+          PEER_CHECK(fi_recv(e.ep(), e.at(kTarget), 64, e.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
+        }
+      } else {
+        ++done->tx;
+      }
+    }
+  }
+}
+
+// 64 B ping-pong as Debian's fi_pingpong (fabtests) runs it: a receive is always posted before
+// the peer can send, the next one as soon as a receive completes, so that no message meets an
+// empty receive queue (an RNR NAK and the sender's retry delay). One-way latency in us; the CPU
+// the other threads of this process took meanwhile, in % of a core, and their wakeups per second.
+double posted_pingpong(Group& g, fi_addr_t peer, int iters, int warm, double* helper_percent,
+                       double* helper_wakeups_per_s) {
+  Endpoint& e = g.ep;
+  const bool server = g.s.rank() == 0;
+  const int rounds = iters + warm;
+  PEER_CHECK(fi_recv(e.ep(), e.at(kTarget), 64, e.desc(), FI_ADDR_UNSPEC, nullptr) == 0);
+  PEER_CHECK(g.s.barrier() == 0);
+  Rounds done;
+  Clock::time_point t0 = Clock::now();
+  HelperCpu helper0;
+  for (int i = 0; i < rounds; ++i) {
+    if (i == warm) {
+      t0 = Clock::now();
+      helper0 = helper_cpu();
+    }
+    if (server) {
+      complete_until(e, &done, i, i + 1, rounds);
+      PEER_CHECK(fi_send(e.ep(), e.at(kSource), 64, e.desc(), peer, nullptr) == 0);
+    } else {
+      PEER_CHECK(fi_send(e.ep(), e.at(kSource), 64, e.desc(), peer, nullptr) == 0);
+      complete_until(e, &done, i + 1, i + 1, rounds);
+    }
+  }
+  if (server) complete_until(e, &done, rounds, rounds, rounds);
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  const HelperCpu helper1 = helper_cpu();
+  *helper_percent = 100.0 * static_cast<double>(helper1.ns - helper0.ns) / 1000.0 / us;
+  *helper_wakeups_per_s = static_cast<double>(helper1.wakeups - helper0.wakeups) / us * 1e6;
+  return us / iters / 2;
+}
+
+// Rank 1 prints: one-way 64 B latency (us) with a receive posted ahead (as fi_pingpong runs)
+// and with each receive posted only after the previous round completed (the send may meet an
+// empty receive queue and wait out an RNR retry), and 1 MiB write bandwidth (MB/s, as
+// fi_pingpong counts it: bytes moved both ways over the time).
 void run_pingpong(Group& g, int iters, int witers) {
   const int other = g.s.rank() == 0 ? 1 : 0;
+  double helper = 0, wakeups = 0;
+  const double posted = posted_pingpong(g, g.peers[other], iters, iters / 10 + 10, &helper, &wakeups);
+  PEER_CHECK(g.s.barrier() == 0);
   const double us = xpufab::peer::send_pingpong(g.ep, g.s, g.peers[other], 64, kTarget, kSource,
                                                 iters, iters / 10 + 10);
   PEER_CHECK(g.s.barrier() == 0);
+  if (g.s.rank() != 0) std::printf("RESULT posted_lat_us %.3f helper_cpu_percent %.3f helper_wakeups_per_s %.0f\n", posted,
+                helper, wakeups);
   // 1 MiB writes, one each way per round, each announced by a 64 B send.
   const double sec = xpufab::peer::write_pingpong(g.ep, g.s, g.peers[other], g.addrs[other], kBig,
                                                   kSource, kSource, witers);
@@ -375,11 +477,14 @@ int driver_main(bool quick) {
   std::vector<std::string> pp_env = {"BENCH_ITERS=" + std::to_string(iters),
                                      "BENCH_WITERS=" + std::to_string(witers)};
   std::string out = run_peers("pingpong", 2, 0, 1, 120, pp_env, &ok);
-  double emu_lat = field(out, "latency_us"), emu_bw = field(out, "bandwidth_MBps");
+  double emu_lat = field(out, "posted_lat_us"), emu_bw = field(out, "bandwidth_MBps");
+  double emu_lat_late = field(out, "latency_us");
+  double helper_pct = field(out, "helper_cpu_percent");
+  double helper_wakeups = field(out, "helper_wakeups_per_s");
   bool ok1000 = true;
   std::vector<std::string> env1000 = {"BENCH_ITERS=" + std::to_string(iters / 2), "BENCH_WITERS=1"};
   std::string out1000 = run_peers("pingpong", 2, 1000, 1, 120, env1000, &ok1000);
-  double lat1000 = field(out1000, "latency_us");
+  double lat1000 = field(out1000, "posted_lat_us");
   bool ok_a2a = true;
   std::string a2a = run_peers("alltoall", 16, quick ? 200 : 1000, 0, 120, {}, &ok_a2a);
   double msgs = field(a2a, "messages_per_s");
@@ -393,16 +498,20 @@ int driver_main(bool quick) {
   row("libfabric shm fi_pingpong 1 MiB bandwidth", shm1m.bw_mbs, "MB/s");
   row("libfabric tcp fi_pingpong 1 MiB bandwidth", tcp1m.bw_mbs, "MB/s");
   row("emulated EFA 64 B send latency", emu_lat, "us");
+  row("  the same, receive posted after the round", emu_lat_late, "us");
   row("emulated EFA 1 MiB RDMA write bandwidth", emu_bw, "MB/s");
   row("emulated EFA 64 B latency, 1,000 extra QPs", lat1000, "us");
   row("16 processes all-to-all, 64 B", msgs, "msg/s");
   row("idle device CPU", idle_pct, "% of a core");
+  row("engine + receive threads during the ping-pong", helper_pct, "% of a core");
+  row("  their wakeups", helper_wakeups, "per s");
   std::printf("\n");
   ratio_row("emu / shm latency, 64 B", emu_lat, shm64.lat_us, 1.5, true);
   ratio_row("emu / tcp latency, 64 B", emu_lat, tcp64.lat_us, 0.3, true);
   ratio_row("emu / shm bandwidth, 1 MiB", emu_bw, shm1m.bw_mbs, 0.8, false);
   ratio_row("1,000 QPs / 1 QP latency", lat1000, emu_lat, 2.0, true);
   ratio_row("idle device CPU / 1% of a core", idle_pct, 1.0, 1.0, true);
+  ratio_row("ping-pong helper threads / 1% of a core", helper_pct, 1.0, 1.0, true);
   if (!ok || !ok1000 || !ok_a2a || !ok_idle) {
     std::printf("\nsome runs failed (see stderr)\n");
     return 1;
