@@ -7,29 +7,6 @@ command -v ibv_ud_pingpong >/dev/null || fail "ibv_ud_pingpong missing (ibverbs-
 out=$tmp/ibverbs_utils
 mkdir -p "$out"
 
-# pingpong_pair GEN TOOL ARGS...: server and client (127.0.0.1); the client retries while the
-# server is not listening yet. Reports in $out/{server,client}.txt; true when both succeed.
-pingpong_pair() {
-  local gen=$1 t=$2
-  shift 2
-  local port=$((20000 + RANDOM % 20000))
-  FI_EFA_EMU_PROFILE=$gen with_shim timeout 30 "$t" "$@" -p "$port" >"$out/server.txt" 2>&1 &
-  local server=$! rc=1
-  for _ in $(seq 1 50); do
-    sleep 0.2
-    rc=0
-    FI_EFA_EMU_PROFILE=$gen with_shim timeout 30 "$t" "$@" -p "$port" 127.0.0.1 \
-      >"$out/client.txt" 2>&1 || rc=$?
-    [ $rc = 0 ] && break
-    grep -q "Couldn't connect" "$out/client.txt" || break
-  done
-  local src=0
-  wait "$server" || src=$?
-  echo "$gen $t $*: client rc=$rc server rc=$src"
-  cat "$out/client.txt"
-  [ $rc = 0 ] && [ $src = 0 ]
-}
-
 part=61344  # 0xefa0, one more per generation
 for gen in "${GENERATIONS[@]}"; do
   devices=$(FI_EFA_EMU_PROFILE=$gen with_shim timeout 30 ibv_devices) || fail "$gen ibv_devices"
@@ -42,7 +19,7 @@ for gen in "${GENERATIONS[@]}"; do
   done
   part=$((part + 1))
 
-  pingpong_pair "$gen" ibv_ud_pingpong -g 0 -n 50 -s 1024 || fail "$gen ibv_ud_pingpong"
+  perftest_pair "$out" "$gen" ibv_ud_pingpong -g 0 -n 50 -s 1024 || fail "$gen ibv_ud_pingpong"
   grep -q '^50 iters in' "$out/client.txt" || fail "$gen ibv_ud_pingpong: no result"
 done
 

@@ -30,7 +30,8 @@ GENERATIONS=(gen1 gen2 gen3 gen4)
 with_shim() { LD_PRELOAD="$RDMA_CORE_PRELOAD" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# perftest_pair OUT GEN TOOL ARGS...: a perftest server and client (127.0.0.1) on generation GEN,
+# perftest_pair OUT GEN TOOL ARGS...: a server and client (127.0.0.1) of a tool that takes -p PORT
+# and the server's address, as perftest and the ibv_*_pingpong programs do, on generation GEN,
 # each under a timeout; their reports are OUT/server.txt and OUT/client.txt. The client retries
 # while the server is not listening yet. True when both succeed.
 perftest_pair() {
