@@ -80,13 +80,23 @@ ucs_status_t md_query(uct_md_h tl, uct_md_attr_t* attr) {
   return UCS_OK;
 }
 
+// The access a registration asks for: what the device serves. EFA's kernel driver refuses remote
+// write on a device without RDMA write, and remote read on one without RDMA read
+// (-EOPNOTSUPP), so asking for more would fail every registration there.
+uint32_t device_access(const backend::DeviceAttr& d) {
+  uint32_t a = backend::kAccessLocalWrite;
+  if (d.device_caps & backend::kCapRdmaWrite) a |= backend::kAccessRemoteWrite;
+  if (d.device_caps & backend::kCapRdmaRead) a |= backend::kAccessRemoteRead;
+  return a;
+}
+
 ucs_status_t mem_reg(uct_md_h tl, void* address, size_t length, unsigned, uct_mem_h* memh_p) {
   auto* md = reinterpret_cast<SrdMd*>(tl);
   if (address == nullptr || length == 0) return UCS_ERR_INVALID_PARAM;
   backend::MrInitAttr a;
   a.addr = address;
   a.length = length;
-  a.access = backend::kAccessLocalWrite | backend::kAccessRemoteWrite | backend::kAccessRemoteRead;
+  a.access = device_access(md->dev->attr);
   backend::Mr* mr = nullptr;
   int rc = md->dev->dev->reg_mr(md->dev->pd, a, &mr);
   if (rc) return status_of_errno(rc);
@@ -122,7 +132,7 @@ ucs_status_t mem_alloc(uct_md_h tl, size_t* length_p, void** address_p, ucs_memo
   a.iova = reinterpret_cast<uintptr_t>(p);
   a.dmabuf_fd = fd;
   a.dmabuf_offset = 0;
-  a.access = backend::kAccessLocalWrite | backend::kAccessRemoteWrite | backend::kAccessRemoteRead;
+  a.access = device_access(md->dev->attr);
   backend::Mr* mr = nullptr;
   int rc = md->dev->dev->reg_mr(md->dev->pd, a, &mr);
   if (rc) {

@@ -30,16 +30,21 @@ for q in "-c" "-f" "-b" "-e -u t" "-e -u tram" "-e -u t -D net -n 4"; do
   fi
 done
 # Interface buffers come from the MD first (peers on the emulator copy out of them by mapping).
-if ! ucx_info -c | grep -q '^UCX_SRD_ALLOC=md,'; then echo "FAIL: srd's ALLOC does not start with md"; fail=1; fi
-if ! UCX_TLS=srd ucx_info -e -u t | grep -q 'lane\[0\]:.*srd/efa_emu0.*tag_offload'; then
+# (Captured first: grep -q leaving early would fail the pipeline with SIGPIPE under pipefail.)
+config=$(ucx_info -c)
+if ! grep -q '^UCX_SRD_ALLOC=md,' <<<"$config"; then echo "FAIL: srd's ALLOC does not start with md"; fail=1; fi
+lanes=$(UCX_TLS=srd ucx_info -e -u t)
+if ! grep -q 'lane\[0\]:.*srd/efa_emu0.*tag_offload' <<<"$lanes"; then
   echo "FAIL: ucx_info -e -u t shows no srd tag lane"; fail=1
 fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# A port nothing listens on now, asked for each run: consecutive ports from one start collided
+# with ports other sockets of the machine had taken meanwhile.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # One server/client pair; prints the client's Final: line, fails on anything else.
 run() {
   local name=$1; shift
-  port=$((port + 1))
+  port=$(free_port)
   timeout 60 ucx_perftest -p "$port" "${server_args[@]}" >"$TEST_TMPDIR/$name.srv" 2>&1 &
   local spid=$!
   for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done
