@@ -370,10 +370,12 @@ __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
     // lock may be this thread's own: a range that may be the emulator's stays mapped (a leak
     // of an ending process at worst) rather than risk unmapping queues still in use.
     if (xpufab::uverbs::in_server_now()) return 0;
-    if (xpufab::uverbs::handle_munmap(addr, len)) {
+    const int rc = xpufab::uverbs::handle_munmap(addr, len);
+    if (rc == 0) {
       g_handed.fetch_sub(1);
       return 0;
     }
+    if (rc < 0) return err(-rc);
   }
   return real_munmap(addr, len);
 }

@@ -278,19 +278,24 @@ void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* er
   return m->second.addr;
 }
 
-bool handle_munmap(void* addr, size_t length) {
+int handle_munmap(void* addr, size_t length) {
   State& s = st();
   ServerLock lock(s);
   uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  // The kernel refuses an address inside a page, and the mapping stays. libefa unmaps some
+  // doorbells by their own address, not their page's: counting such a call against a range
+  // (the next page's, which the length reaches into) let another queue's doorbell page reach
+  // the real munmap while it was still in use.
+  if ((a & (kPage - 1)) != 0) return -EINVAL;
   auto h = s.handed.find(a);
   if (h == s.handed.end()) {
     // A range that is not a handed start but overlaps one is still the emulator's memory: the
     // real munmap must never see it. Count it against the range it overlaps.
     uintptr_t end = a + (length == 0 ? 1 : length);
     h = s.handed.lower_bound(end);
-    if (h == s.handed.begin()) return false;
+    if (h == s.handed.begin()) return 1;
     --h;
-    if (h->first + h->second.len <= a) return false;
+    if (h->first + h->second.len <= a) return 1;
   }
   if (--h->second.refs <= 0) {
     if (h->second.owned && h->second.orphan)
@@ -298,7 +303,7 @@ bool handle_munmap(void* addr, size_t length) {
     retire_range(h->first);
     s.handed.erase(h);
   }
-  return true;
+  return 0;
 }
 
 void after_fork_child() {

@@ -45,8 +45,10 @@ bool close_context(int fd);
 ssize_t handle_write(int fd, const void* buf, size_t count);
 // mmap(key) on a context: the address or nullptr with *err set (EINVAL as the kernel).
 void* handle_mmap(int fd, size_t length, int prot, int flags, off_t key, int* err);
-// munmap of a range handed out by handle_mmap: forgets it and returns true.
-bool handle_munmap(void* addr, size_t length);
+// munmap of a range handed out by handle_mmap: 0 when it forgot it, -EINVAL for an address that
+// is not page aligned (refused as the kernel refuses it: the mapping stays), 1 when the range is
+// not one the shim handed out (the real munmap's to answer).
+int handle_munmap(void* addr, size_t length);
 // False when [addr, addr + length) overlaps no range handed out now (or, past the table's
 // capacity, lies wholly outside every range ever handed out). Lock-free and touching nothing but
 // atomics, so munmap can ask it from any context first.
