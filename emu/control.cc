@@ -60,6 +60,8 @@ int DeviceImpl::reg_mr(Pd* p, const MrInitAttr& attr, Mr** mr_p) {
   constexpr uint32_t kAccessAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
   if (mr_p == nullptr || attr.length == 0 || (attr.access & ~kAccessAll) != 0) return -EINVAL;
   if (attr.dmabuf_fd < 0 && attr.addr == nullptr) return -EINVAL;
+  // As EFA's kernel driver: remote access the generation cannot serve is refused.
+  if (backend::served_access(attr.access, profile_->device_caps) != attr.access) return -EOPNOTSUPP;
   std::lock_guard<std::mutex> lock(mu_);
   auto* pd = live_as<EmuPd>(p);
   if (pd == nullptr) return -EINVAL;

@@ -138,7 +138,11 @@ struct Node {
     backend::MrInitAttr m;
     m.addr = buf.data();
     m.length = buf.size();
-    m.access = backend::kAccessLocalWrite | backend::kAccessRemoteRead | backend::kAccessRemoteWrite;
+    backend::DeviceAttr da{};
+    ASSERT_EQ(dev->query(&da), 0);
+    m.access = backend::served_access(
+        backend::kAccessLocalWrite | backend::kAccessRemoteRead | backend::kAccessRemoteWrite,
+        da.device_caps);
     ASSERT_EQ(dev->reg_mr(pd, m, &mr), 0);
   }
   void make_qp(uint32_t flags = 0, uint32_t depth = 64, uint32_t cq_entries = 256,

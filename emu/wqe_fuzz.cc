@@ -91,7 +91,9 @@ void open_end(World* w, End* e) {
   MrInitAttr m;
   m.addr = e->buf.data();
   m.length = e->buf.size();
-  m.access = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite;
+  DeviceAttr da{};
+  e->dev->query(&da);
+  m.access = served_access(kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite, da.device_caps);
   e->dev->reg_mr(e->pd, m, &e->mr);
   CqInitAttr c;
   c.entries = 1024;

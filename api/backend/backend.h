@@ -85,6 +85,15 @@ enum MrAccess : uint32_t {
   kAccessRemoteRead = 1u << 2,
 };
 
+// `want` limited to what a device with `device_caps` serves. reg_mr refuses remote write without
+// kCapRdmaWrite and remote read without kCapRdmaRead (-EOPNOTSUPP), as EFA's kernel driver does.
+inline uint32_t served_access(uint32_t want, uint32_t device_caps) {
+  uint32_t a = want & kAccessLocalWrite;
+  if (device_caps & kCapRdmaWrite) a |= want & kAccessRemoteWrite;
+  if (device_caps & kCapRdmaRead) a |= want & kAccessRemoteRead;
+  return a;
+}
+
 struct MrInitAttr {
   void* addr = nullptr;          // host virtual address (ignored when dmabuf_fd >= 0)
   size_t length = 0;

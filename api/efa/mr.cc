@@ -49,18 +49,15 @@ int mr_bind(fid*, fid*, uint64_t) { return -FI_ENOSYS; }
 fi_ops g_mr_fi_ops = {sizeof(fi_ops), mr_close, mr_bind, mr_control,
                       fi_no_ops_open, fi_no_tostr, fi_no_ops_set};
 
-// The device access for fi_mr_reg's flags, limited to what the device serves: EFA's kernel
-// driver refuses remote write without RDMA write and remote read without RDMA read, and a remote
-// access the device cannot serve is never exercised through the device (the protocol fabric
-// carries such writes and reads as packets it checks against its own keys).
+// The device access for fi_mr_reg's flags, limited to what the device serves: a remote access
+// the device cannot serve is never exercised through it (the protocol fabric carries such writes
+// and reads as packets it checks against its own keys).
 uint32_t to_backend_access(uint64_t access, uint32_t device_caps) {
   // Local write is always needed: receives and read responses land in registered memory.
   uint32_t a = backend::kAccessLocalWrite;
-  if ((access & FI_REMOTE_WRITE) && (device_caps & backend::kCapRdmaWrite))
-    a |= backend::kAccessRemoteWrite;
-  if ((access & FI_REMOTE_READ) && (device_caps & backend::kCapRdmaRead))
-    a |= backend::kAccessRemoteRead;
-  return a;
+  if (access & FI_REMOTE_WRITE) a |= backend::kAccessRemoteWrite;
+  if (access & FI_REMOTE_READ) a |= backend::kAccessRemoteRead;
+  return backend::served_access(a, device_caps);
 }
 
 int do_reg(EfaDomain* dom, const void* buf, size_t len, uint64_t access, uint64_t offset,

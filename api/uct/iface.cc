@@ -362,10 +362,9 @@ int setup(SrdIface* iface, const SrdIfaceConfig* cfg) {
   backend::MrInitAttr ma;
   ma.addr = iface->bounce;
   ma.length = bytes;
-  ma.access = backend::kAccessLocalWrite;
-  // Peers read bounce slots and the keep-alive word where the device has RDMA read (the kernel
-  // refuses remote read on one without it).
-  if (d.device_caps & backend::kCapRdmaRead) ma.access |= backend::kAccessRemoteRead;
+  // Peers read bounce slots and the keep-alive word where the device has RDMA read.
+  ma.access = backend::served_access(backend::kAccessLocalWrite | backend::kAccessRemoteRead,
+                                     d.device_caps);
   rc = iface->dev->dev->reg_mr(iface->dev->pd, ma, &iface->bounce_mr);
   if (rc) return rc;
   iface->ops.assign(iface->sq_depth, Op{});

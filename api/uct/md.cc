@@ -80,14 +80,11 @@ ucs_status_t md_query(uct_md_h tl, uct_md_attr_t* attr) {
   return UCS_OK;
 }
 
-// The access a registration asks for: what the device serves. EFA's kernel driver refuses remote
-// write on a device without RDMA write, and remote read on one without RDMA read
-// (-EOPNOTSUPP), so asking for more would fail every registration there.
+// The access a registration asks for: all that the device serves.
 uint32_t device_access(const backend::DeviceAttr& d) {
-  uint32_t a = backend::kAccessLocalWrite;
-  if (d.device_caps & backend::kCapRdmaWrite) a |= backend::kAccessRemoteWrite;
-  if (d.device_caps & backend::kCapRdmaRead) a |= backend::kAccessRemoteRead;
-  return a;
+  return backend::served_access(
+      backend::kAccessLocalWrite | backend::kAccessRemoteWrite | backend::kAccessRemoteRead,
+      d.device_caps);
 }
 
 ucs_status_t mem_reg(uct_md_h tl, void* address, size_t length, unsigned, uct_mem_h* memh_p) {

@@ -57,7 +57,9 @@ std::string open_node(Node* n, const Workload& w, const std::string& plan, const
   MrInitAttr m;
   m.addr = n->buf.data();
   m.length = n->buf.size();
-  m.access = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite;
+  DeviceAttr da{};
+  n->dev->query(&da);
+  m.access = served_access(kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite, da.device_caps);
   if (n->dev->reg_mr(n->pd, m, &n->mr) != 0) return "reg_mr";
   CqInitAttr c;
   c.entries = w.window * 8;

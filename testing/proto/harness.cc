@@ -127,9 +127,14 @@ int Node::reg(void* p, size_t len, uint32_t* lkey, uint32_t* rkey) {
   backend::MrInitAttr ma;
   ma.addr = p;
   ma.length = len;
-  ma.access = backend::kAccessLocalWrite | backend::kAccessRemoteRead | backend::kAccessRemoteWrite;
+  backend::DeviceAttr da{};
+  int rc = stack_->dev()->query(&da);
+  if (rc) return rc;
+  ma.access = backend::served_access(
+      backend::kAccessLocalWrite | backend::kAccessRemoteRead | backend::kAccessRemoteWrite,
+      da.device_caps);
   backend::Mr* mr = nullptr;
-  int rc = stack_->dev()->reg_mr(pd_, ma, &mr);
+  rc = stack_->dev()->reg_mr(pd_, ma, &mr);
   if (rc) return rc;
   mrs_.push_back(mr);
   *lkey = mr->lkey();
