@@ -229,6 +229,38 @@ TEST_F(Control, MemoryRegistration) {
   close(fd);
 }
 
+// As EFA's kernel driver: remote access a generation cannot serve is refused, not granted.
+TEST(Profiles, RemoteAccessFollowsTheGenerationsCapabilities) {
+  std::vector<uint8_t> buf(4096);
+  for (const char* gen : {"gen1", "gen2", "gen3"}) {
+    SCOPED_TRACE(gen);
+    DeviceOptions o = inline_options(std::make_shared<InProcFabric>(), gen);
+    std::unique_ptr<EmuDevice> dev;
+    ASSERT_EQ(create_device(o, &dev), 0);
+    backend::DeviceAttr a;
+    ASSERT_EQ(dev->query(&a), 0);
+    backend::Pd* pd = nullptr;
+    ASSERT_EQ(dev->alloc_pd(&pd), 0);
+    backend::MrInitAttr m;
+    m.addr = buf.data();
+    m.length = buf.size();
+    for (uint32_t remote : {uint32_t{backend::kAccessRemoteRead}, uint32_t{backend::kAccessRemoteWrite}}) {
+      const uint32_t cap = remote == backend::kAccessRemoteRead ? backend::kCapRdmaRead : backend::kCapRdmaWrite;
+      m.access = backend::kAccessLocalWrite | remote;
+      backend::Mr* mr = nullptr;
+      if (a.device_caps & cap) {
+        ASSERT_EQ(dev->reg_mr(pd, m, &mr), 0);
+        EXPECT_EQ(dev->dereg_mr(mr), 0);
+      } else {
+        EXPECT_EQ(dev->reg_mr(pd, m, &mr), -EOPNOTSUPP);
+        EXPECT_EQ(mr, nullptr);
+      }
+      EXPECT_EQ(backend::served_access(m.access, a.device_caps) == m.access, (a.device_caps & cap) != 0);
+    }
+    EXPECT_EQ(dev->dealloc_pd(pd), 0);
+  }
+}
+
 TEST_F(Control, QueueGeometry) {
   n_.make_qp(0, 100, 100, 2);
   EXPECT_EQ(n_.sq.sq.num_entries, 128u);
