@@ -67,12 +67,12 @@ uint64_t factor(uint64_t dtsc, uint64_t dns) {
 void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t ref_mult) {
   uint32_t s = g_anchor.seq.load(std::memory_order_relaxed);
   g_anchor.seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  g_anchor.base_tsc.store(tsc, std::memory_order_relaxed);
-  g_anchor.base_ns.store(ns, std::memory_order_relaxed);
-  g_anchor.mult.store(mult, std::memory_order_relaxed);
+  // Release stores: a reader that sees any of them sees the odd count before them too.
+  g_anchor.base_tsc.store(tsc, std::memory_order_release);
+  g_anchor.base_ns.store(ns, std::memory_order_release);
+  g_anchor.mult.store(mult, std::memory_order_release);
   uint64_t span = static_cast<uint64_t>((static_cast<unsigned __int128>(kAnchorNs) << 32) / ref_mult);
-  g_anchor.end_tsc.store(tsc + span, std::memory_order_relaxed);
+  g_anchor.end_tsc.store(tsc + span, std::memory_order_release);
   g_anchor.seq.store(s + 2, std::memory_order_release);
 }
 
@@ -96,7 +96,7 @@ void anchor_locked() {
   if (!g_tsc) return;
   uint64_t t, n;
   sample(&t, &n);
-  uint64_t bt = g_anchor.base_tsc.load(std::memory_order_relaxed);
+  uint64_t bt = g_anchor.base_tsc.load(std::memory_order_acquire);
   if (t < g_anchor.end_tsc.load(std::memory_order_relaxed) && t >= bt) return;  // done meanwhile
   if (t <= g_first_tsc || t < bt) {
     g_tsc = false;  // the TSC went backwards: it is not one clock here
@@ -127,12 +127,11 @@ uint64_t slow_now() {
       if (!g_tsc) return monotonic_ns();
     }
     uint32_t s = g_anchor.seq.load(std::memory_order_acquire);
-    uint64_t end = g_anchor.end_tsc.load(std::memory_order_relaxed);
-    uint64_t bt = g_anchor.base_tsc.load(std::memory_order_relaxed);
-    uint64_t bn = g_anchor.base_ns.load(std::memory_order_relaxed);
-    uint64_t m = g_anchor.mult.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if ((s & 1) != 0 || g_anchor.seq.load(std::memory_order_relaxed) != s) continue;
+    uint64_t end = g_anchor.end_tsc.load(std::memory_order_acquire);
+    uint64_t bt = g_anchor.base_tsc.load(std::memory_order_acquire);
+    uint64_t bn = g_anchor.base_ns.load(std::memory_order_acquire);
+    uint64_t m = g_anchor.mult.load(std::memory_order_acquire);
+      if ((s & 1) != 0 || g_anchor.seq.load(std::memory_order_relaxed) != s) continue;
     uint64_t t = read_tsc();
     if (t >= end || t < bt) continue;
     return bn + static_cast<uint64_t>((static_cast<unsigned __int128>(t - bt) * m) >> 32);

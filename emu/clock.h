@@ -57,11 +57,10 @@ inline uint64_t read_tsc() {
 inline uint64_t mono_ns() {
   using detail::g_anchor;
   uint32_t s = g_anchor.seq.load(std::memory_order_acquire);
-  uint64_t end = g_anchor.end_tsc.load(std::memory_order_relaxed);
-  uint64_t bt = g_anchor.base_tsc.load(std::memory_order_relaxed);
-  uint64_t bn = g_anchor.base_ns.load(std::memory_order_relaxed);
-  uint64_t m = g_anchor.mult.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  uint64_t end = g_anchor.end_tsc.load(std::memory_order_acquire);
+  uint64_t bt = g_anchor.base_tsc.load(std::memory_order_acquire);
+  uint64_t bn = g_anchor.base_ns.load(std::memory_order_acquire);
+  uint64_t m = g_anchor.mult.load(std::memory_order_acquire);
   if ((s & 1) != 0 || g_anchor.seq.load(std::memory_order_relaxed) != s) return detail::slow_now();
   uint64_t t = detail::read_tsc();
   if (t >= end || t < bt) return detail::slow_now();
