@@ -48,6 +48,8 @@ bool invariant_tsc() {
 // few brackets around the kernel's read.
 void sample(uint64_t* tsc, uint64_t* ns) {
   uint64_t best = ~0ull;
+  *tsc = read_tsc();
+  *ns = monotonic_ns();
   for (int i = 0; i < 5; ++i) {
     uint64_t a = read_tsc();
     uint64_t n = monotonic_ns();
@@ -94,7 +96,7 @@ void anchor_locked() {
     return;
   }
   if (!g_tsc) return;
-  uint64_t t, n;
+  uint64_t t = 0, n = 0;
   sample(&t, &n);
   uint64_t bt = g_anchor.base_tsc.load(std::memory_order_acquire);
   if (t < g_anchor.end_tsc.load(std::memory_order_relaxed) && t >= bt) return;  // done meanwhile
