@@ -163,6 +163,7 @@ int DeviceImpl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
     return rc;
   }
   cq->db = db_.word(cq->db_index);
+  if (!cq->own_ring) ext_cqs_.fetch_add(1, std::memory_order_relaxed);
   cqs_.insert(cq);
   live_.insert(static_cast<Cq*>(cq));
   *cq_p = cq;
@@ -178,6 +179,7 @@ int DeviceImpl::destroy_cq(Cq* c) {
   live_.erase(c);
   cq_delayed_.erase(std::remove(cq_delayed_.begin(), cq_delayed_.end(), cq), cq_delayed_.end());
   db_.free(cq->db_index);
+  if (!cq->own_ring) ext_cqs_.fetch_sub(1, std::memory_order_relaxed);
   if (cq->own_ring) free_queue(cq->ring, size_t{cq->entries} * kCqeSize);
   if (cq->efd >= 0) close(cq->efd);
   delete cq;

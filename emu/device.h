@@ -10,7 +10,9 @@
 // it early. A park lasts park_us, doubling up to idle_sleep_max_us while the callers keep
 // driving; arming a CQ (a caller about to block on its event) and kick() end it at once.
 // A device kernel that only writes doorbells is noticed within the sleep period
-// (idle_sleep_max_us, or four times that once the device has been idle for a second).
+// (idle_sleep_max_us, or four times that once the device has been idle for a second, unless a
+// CQ in external memory is live: device code polls that one and never calls in, so its device
+// keeps the idle_sleep_max_us bound and parks of park_us).
 //
 // Doorbells are dense 32-bit words in one page (as the doorbell BAR is). The cost of a pass does
 // not grow with idle QPs; a doorbell of an idle QP is noticed within a bounded number of passes,
@@ -165,6 +167,9 @@ struct Stats {
   // Retransmission timeouts that found the request still unread by the peer, or read by no
   // finished engine pass of it (Fabric::unserved), and waited instead of sending it again.
   uint64_t unserved_waits;
+  // The longest idle sleep and the longest park the engine thread has chosen (microseconds): a
+  // device kernel's doorbell waits at most the sleep, a caller's hand-over at most the park.
+  uint64_t longest_sleep_us, longest_park_us;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

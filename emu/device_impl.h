@@ -41,6 +41,7 @@
 
 #include "api/backend/backend.h"
 #include "device/efa_io_defs.h"
+#include "emu/clock.h"
 #include "emu/device.h"
 #include "emu/doorbells.h"
 #include "emu/fabric.h"
@@ -58,11 +59,9 @@ constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an ev
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
 constexpr uint64_t kStarvedSilences = 16;  // how much longer a busy or stalled peer is waited for
 
-inline uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+// The engine's clock (emu/clock.h: the TSC where it is invariant; a kernel read costs 30-80 ns
+// on a virtual machine, and the engine reads the clock once a pass).
+inline uint64_t now_ns() { return clock::mono_ns(); }
 
 // The inbox's lock. It is held only to append one packet or to take the whole inbox, never
 // across anything that blocks, so an uncontended lock and unlock are one exchange and one store
@@ -138,13 +137,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 5];
+    std::atomic<uint64_t> v[22 + 6 + 7];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
-    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits
+    kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits,
+    kLongestSleepUs, kLongestParkUs  // written by the engine thread alone
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -386,6 +386,12 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   uint64_t kicked_ns_ = 0;  // the last kick (wake_mu_): callers before it no longer park the thread
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> last_caller_ns_{0};
+  // Live CQs in external memory: device code polls them without calling in, so the engine
+  // thread must not sleep deep or park long while one exists.
+  std::atomic<uint32_t> ext_cqs_{0};
+  void note_longest(int s, uint64_t us) {
+    if (us > stats_.v[s].load(std::memory_order_relaxed)) stats_.v[s].store(us, std::memory_order_relaxed);
+  }
 
   Counters stats_;
 };

@@ -305,9 +305,13 @@ void DeviceImpl::engine_loop() {
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (!wake_ && last > kicked_ns_) {
         parked = true;
+        note_longest(kLongestParkUs, park_us);
         const bool kicked = wake_cv_.wait_for(lock, std::chrono::microseconds(park_us),
                                               [this] { return wake_ || stop_; });
-        park_us = kicked ? opt_.park_us : std::min(park_us * 2, park_max_us);
+        // Device code polling an external-memory CQ does not call in: its next doorbell is
+        // noticed only once this park ends, so the park does not grow while such a CQ lives.
+        const bool device_polled = ext_cqs_.load(std::memory_order_relaxed) != 0;
+        park_us = kicked || device_polled ? opt_.park_us : std::min(park_us * 2, park_max_us);
       }
       wake_ = false;
     }
@@ -350,6 +354,7 @@ void DeviceImpl::engine_loop() {
     {
       std::unique_lock<std::mutex> lock(wake_mu_);
       sleeping_.store(true, std::memory_order_seq_cst);
+      note_longest(kLongestSleepUs, sleep_us);
       woken = wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us), [this] {
         return wake_ || stop_ || inbox_size_.load(std::memory_order_seq_cst) != 0;
       });
@@ -368,9 +373,10 @@ void DeviceImpl::engine_loop() {
       // A device idle for a second sleeps up to four times longer: it costs a wakeup (a few
       // tens of microseconds of a virtual machine's core) per sleep, and what is driven from
       // the host wakes it anyway (callers, arming, deliveries); only a device kernel's first
-      // doorbell after the lull waits for the longer sleep.
+      // doorbell after the lull waits for the longer sleep, so a device with a live
+      // external-memory CQ (one that device code polls) keeps the shorter bound.
       uint32_t cap = std::max(opt_.idle_sleep_max_us, 1u);
-      if (now_ns() - idle_since >= kDeepIdleNs) cap = cap > UINT32_MAX / 4 ? UINT32_MAX : cap * 4;
+      if (ext_cqs_.load(std::memory_order_relaxed) == 0 && now_ns() - idle_since >= kDeepIdleNs) cap = cap > UINT32_MAX / 4 ? UINT32_MAX : cap * 4;
       sleep_us = std::min(sleep_us * 2, cap);
     }
   }

@@ -17,6 +17,7 @@
 #include <benchmark/benchmark.h>
 
 #include "device/efa_dp.h"
+#include "emu/clock.h"
 #include "emu/device.h"
 #include "emu/net/shm_fabric.h"
 #include "emu/options_env.h"
@@ -322,6 +323,34 @@ void BM_IdleStep(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(s.dev->step(64));
 }
 BENCHMARK(BM_IdleStep)->Arg(1)->Arg(1000);
+
+// One engine pass through progress() with nothing to do: what a device kernel's polling host
+// thread, or a UCT progress loop, pays per idle call. Arg: idle QPs.
+void BM_IdleProgress(benchmark::State& state) {
+  Side s;
+  if (!setup(&s, std::make_shared<InProcFabric>(), false, static_cast<int>(state.range(0)))) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  s.dev->progress(64);
+  for (auto _ : state) benchmark::DoNotOptimize(s.dev->progress(64));
+}
+BENCHMARK(BM_IdleProgress)->Arg(1)->Arg(1000);
+BENCHMARK(BM_IdleProgress)->Name("BM_IdleProgressCount")->Arg(1)->Iterations(1000);
+
+// One read of the engine's clock, against the kernel's CLOCK_MONOTONIC it replaces.
+void BM_ClockRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(clock::mono_ns());
+  state.SetLabel(clock::uses_tsc() ? "tsc" : "monotonic");
+}
+BENCHMARK(BM_ClockRead);
+BENCHMARK(BM_ClockRead)->Name("BM_ClockReadCount")->Iterations(1000);
+
+void BM_MonotonicRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(clock::monotonic_ns());
+}
+BENCHMARK(BM_MonotonicRead);
+BENCHMARK(BM_MonotonicRead)->Name("BM_MonotonicReadCount")->Iterations(1000);
 
 double cpu_seconds() {
   timespec ts;

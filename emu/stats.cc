@@ -25,6 +25,8 @@ Stats DeviceImpl::stats() const {
   s.stalled_waits = stats_.v[kStalledWaits].load(std::memory_order_relaxed);
   s.backlog_waits = stats_.v[kBacklogWaits].load(std::memory_order_relaxed);
   s.unserved_waits = stats_.v[kUnservedWaits].load(std::memory_order_relaxed);
+  s.longest_sleep_us = stats_.v[kLongestSleepUs].load(std::memory_order_relaxed);
+  s.longest_park_us = stats_.v[kLongestParkUs].load(std::memory_order_relaxed);
   return s;
 }
 
@@ -60,7 +62,8 @@ std::string format_stats(const std::string& device, const Stats& s, const std::v
       {"diag_sq_overrun", s.diag[2]}, {"diag_rq_overrun", s.diag[3]}, {"diag_cq_overrun", s.diag[4]},
       {"diag_rq_malformed", s.diag[5]}, {"one_copy_bytes", s.one_copy_bytes},
       {"one_copy_refused", s.one_copy_refused}, {"stalled_waits", s.stalled_waits},
-      {"backlog_waits", s.backlog_waits}, {"unserved_waits", s.unserved_waits}};
+      {"backlog_waits", s.backlog_waits}, {"unserved_waits", s.unserved_waits},
+      {"longest_sleep_us", s.longest_sleep_us}, {"longest_park_us", s.longest_park_us}};
   for (const auto& d : dev) line("", d.first, d.second);
   for (const QpStats& q : qps) {
     std::string p = "qp " + std::to_string(q.qpn) + " ";

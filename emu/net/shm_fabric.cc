@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/clock.h"
 #include "emu/net/wire.h"
 
 namespace xpufab {
@@ -39,11 +40,11 @@ enum Stat {
   kReopened
 };
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+// The engine's clock, which hands its pass times to poll_rx_batch. Times from another process
+// (a mailbox's polled_ns) agree with it within kCrossProcessSlackNs, so "a pass began after this
+// write" means later by more than that: the comparisons that decide it err on waiting longer.
+uint64_t now_ns() { return clock::mono_ns(); }
+constexpr uint64_t kCrossProcessSlackNs = 2 * clock::kSlackNs;
 
 int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
@@ -583,7 +584,7 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
   // Taken in only once the consumer released the bytes up to the mark; served only once a pass
   // begun after the send finished (what that pass read, it also executed and answered).
   return mb->head.load(std::memory_order_acquire) < mark ||
-         mb->polled_ns.load(std::memory_order_relaxed) < sent_ns;
+         mb->polled_ns.load(std::memory_order_relaxed) < sent_ns + kCrossProcessSlackNs;
 }
 
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
@@ -710,7 +711,7 @@ bool ShmFabric::peer_stalled(const Gid& dst, uint64_t since_ns) {
   // finished; until then its silence may be the scheduler's, not its own.
   const uint64_t since = std::max(since_ns, p.written_ns.load(std::memory_order_relaxed));
   return mb->head.load(std::memory_order_acquire) < p.sent_end.load(std::memory_order_relaxed) ||
-         mb->polled_ns.load(std::memory_order_relaxed) < since;
+         mb->polled_ns.load(std::memory_order_relaxed) < since + kCrossProcessSlackNs;
 }
 
 bool ShmFabric::rx_pending(const Gid& gid) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/clock.h"
 #include "emu/net/test_sink.h"
 
 namespace xpufab {
@@ -263,11 +264,10 @@ TEST(ShmFabric, APollerThatStopsEndsThePark) {
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
 }
 
-uint64_t steady_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+uint64_t steady_ns() { return clock::mono_ns(); }
+
+// Past the two processes' clocks' disagreement: a pass that starts now began after the last write.
+void past_clock_slack() { std::this_thread::sleep_for(std::chrono::microseconds(20 * clock::kSlackNs / 1000)); }
 
 // A receiver counts as having had a packet in hand only once an engine pass that began after the
 // packet was written has finished (the next pass started): one that drained it and was then
@@ -287,6 +287,7 @@ TEST(ShmFabric, APeerIsBehindUntilAPassBegunAfterOurWriteHasFinished) {
   ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 1, 64)), 0);
   EXPECT_TRUE(b->rx_pending(gid_of(22)));
   EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));  // not read yet
+  past_clock_slack();
   EXPECT_EQ(b->poll_rx(gid_of(22), 64), 1);
   EXPECT_FALSE(b->rx_pending(gid_of(22)));
   EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));  // read, but the pass that read it may not be done
@@ -296,6 +297,7 @@ TEST(ShmFabric, APeerIsBehindUntilAPassBegunAfterOurWriteHasFinished) {
   EXPECT_FALSE(a->peer_stalled(gid_of(99), 0));            // never sent to: nothing to wait for
   // Every later write asks for a later pass.
   ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 2, 64)), 0);
+  past_clock_slack();
   EXPECT_EQ(b->poll_rx(gid_of(22), 64), 1);
   EXPECT_TRUE(a->peer_stalled(gid_of(22), 0));
   EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);
