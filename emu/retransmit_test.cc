@@ -82,6 +82,17 @@ class Retransmit : public ::testing::Test {
     }
     return false;
   }
+  // Takes up to n CQEs (each given at most 1000 passes), expecting each to be a success; returns
+  // how many came.
+  int completed_ok(int n, uint64_t* passes) {
+    int ok = 0;
+    efa_io_rx_cdesc_ex c;
+    while (ok < n && next(&c, passes, 1000)) {
+      EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+      ++ok;
+    }
+    return ok;
+  }
   // Completes n writes one at a time, so that A has timed the path to B.
   void warm_up(int n) {
     for (int i = 0; i < n; ++i) {
@@ -159,13 +170,7 @@ TEST_F(Retransmit, OneTimerPerPathRetransmitsEveryLostRequestAtItsOwnTimeout) {
   hooks_.drop_count = 4;
   for (uint16_t id = 30; id < 38; ++id) a_.sq.post(write(id));
   uint64_t passes = 0;
-  int ok = 0;
-  efa_io_rx_cdesc_ex c;
-  while (ok < 8 && next(&c, &passes, 1000)) {
-    EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
-    ++ok;
-  }
-  EXPECT_EQ(ok, 8);
+  EXPECT_EQ(completed_ok(8, &passes), 8);
   EXPECT_EQ(a_.dev->stats().retransmits, 4u);
   EXPECT_GE(passes, 50u);
   EXPECT_LE(passes, 100u);
@@ -181,6 +186,7 @@ TEST_F(Retransmit, OneTimerPerPathRetransmitsEveryLostRequestAtItsOwnTimeout) {
   hooks_.drop_from = hooks_.requests_out;
   a_.sq.post(write(41));
   passes = 30;
+  efa_io_rx_cdesc_ex c;
   for (int done = 0; done < 2; ++done) {
     ASSERT_TRUE(next(&c, &passes, 1000));
     EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
@@ -199,13 +205,7 @@ TEST_F(Retransmit, FastRetransmitRecoversARequestOvertakenByLaterAnswers) {
   hooks_.drop_count = 1;
   for (uint16_t id = 10; id < 18; ++id) a_.sq.post(write(id));
   uint64_t passes = 0;
-  int ok = 0;
-  efa_io_rx_cdesc_ex c;
-  while (ok < 8 && next(&c, &passes, 1000)) {
-    EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
-    ++ok;
-  }
-  EXPECT_EQ(ok, 8);
+  EXPECT_EQ(completed_ok(8, &passes), 8);
   EXPECT_LT(passes, 100u);
   EXPECT_EQ(a_.dev->stats().retransmits, 1u);
 }
