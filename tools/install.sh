@@ -53,7 +53,7 @@ for h in device/efa_completion.h device/efa_cq.h device/efa_dp.h device/efa_dp_r
          device/xpu_prims_host.h device/runtime/xpu_host_abi.h device/runtime/xpu_scope.h \
          device/runtime/xpu_scope_cuda.h device/runtime/xpu_scope_host.h \
          api/proto/amo.h api/proto/atomic.h api/proto/core.h api/proto/ep.h api/proto/match.h \
-         api/proto/msg.h api/proto/proto.h api/proto/rma.h api/proto/wire.h; do
+         api/proto/msg.h api/proto/proto.h api/proto/rma.h api/proto/tables.h api/proto/wire.h; do
   [ -e "$h" ] || { echo "install: $h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "$h" "$prefix/include/xpufab/$h"
 done
