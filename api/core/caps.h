@@ -43,6 +43,13 @@ inline constexpr uint64_t kOpFlags =
     FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_CLAIM | FI_DISCARD |
     FI_AUTH_KEY | FI_PEER_TRANSFER | FI_XPU;
 
+// API 1.x's FI_TAG_GENERIC mem_tag_format: every tag bit free for the application.
+inline constexpr uint64_t kGenericTagFormat1x = 0xaaaaaaaaaaaaaaaaULL;
+
+// Operation flags every endpoint honours whatever its offer lists: FI_COMPLETION asks for the
+// completions an endpoint bound with FI_SELECTIVE_COMPLETION would not otherwise report.
+inline constexpr uint64_t kAlwaysOpFlags = FI_COMPLETION;
+
 // The modifiers refine one class of primary capability each (fi_getinfo(3)): FI_SEND/FI_RECV
 // the message-style operations, FI_READ/FI_WRITE/FI_REMOTE_* the RMA and atomic ones.
 inline constexpr uint64_t kMsgClassCaps = FI_MSG | FI_TAGGED | FI_COLLECTIVE | FI_MULTICAST;

@@ -220,7 +220,7 @@ struct Matcher {
     uint64_t umode = u->mode ? u->mode : h->mode;
     if (u->caps & ~expand_modifiers(a->caps)) reject("tx caps");
     if (a->mode & ~umode) reject("tx mode bits the application lacks");
-    if (u->op_flags & ~a->op_flags) reject("tx op_flags");
+    if (u->op_flags & ~(a->op_flags | kAlwaysOpFlags)) reject("tx op_flags");
     if (u->msg_order & ~a->msg_order) reject("tx msg_order");
     if (u->comp_order & ~a->comp_order) reject("tx comp_order");
     if (u->inject_size > a->inject_size)
@@ -241,7 +241,7 @@ struct Matcher {
     uint64_t umode = u->mode ? u->mode : h->mode;
     if (u->caps & ~expand_modifiers(a->caps)) reject("rx caps");
     if (a->mode & ~umode) reject("rx mode bits the application lacks");
-    if (u->op_flags & ~a->op_flags) reject("rx op_flags");
+    if (u->op_flags & ~(a->op_flags | kAlwaysOpFlags)) reject("rx op_flags");
     if (u->msg_order & ~a->msg_order) reject("rx msg_order");
     if (u->comp_order & ~a->comp_order) reject("rx comp_order");
     if (u->total_buffered_recv > a->total_buffered_recv) reject("total_buffered_recv");
@@ -288,7 +288,10 @@ struct Matcher {
     if (progress_level(u->data_progress) < progress_level(a->data_progress))
       reject("data_progress");
     if (rm_level(u->resource_mgmt) < rm_level(a->resource_mgmt)) reject("resource_mgmt");
-    if (u->av_type != FI_AV_UNSPEC && a->av_type != FI_AV_UNSPEC && u->av_type != a->av_type)
+    // A table's addresses are also valid FI_AV_MAP addresses (a map puts no constraint on the
+    // values it returns), so an offer of a table serves an application that asks for a map.
+    if (u->av_type != FI_AV_UNSPEC && a->av_type != FI_AV_UNSPEC && u->av_type != a->av_type &&
+        !(u->av_type == FI_AV_MAP && a->av_type == FI_AV_TABLE))
       reject("av_type");
     check_mr_mode(caps);
     if (u->mr_key_size > a->mr_key_size) reject("mr_key_size");
@@ -380,9 +383,18 @@ fi_info* shape_result(const Provider& prov, uint32_t version, const fi_info* p,
     r->rx_attr->caps = grant_modifiers(h->rx_attr->caps & kPrimaryCaps, offered) |
                        (r->rx_attr->caps & kSecondaryCaps);
   }
+  // The endpoint's default flags are the ones asked for, when the hints ask.
+  if (h && h->tx_attr && h->tx_attr->op_flags) r->tx_attr->op_flags = h->tx_attr->op_flags;
+  if (h && h->rx_attr && h->rx_attr->op_flags) r->rx_attr->op_flags = h->rx_attr->op_flags;
   r->tx_attr->op_flags &= ~strip;
   r->rx_attr->op_flags &= ~strip;
   r->ep_attr->xpu_ctx = nullptr;
+  // Before API 2.0 mem_tag_format was a bit pattern (its set bits the tag bits an application
+  // may use; Open MPI counts them), not 2.0's format names: FI_TAG_BITS (all 64 bits) reads as
+  // 1.x's generic pattern, which also leaves all 64 bits to the application.
+  if ((caps & FI_TAGGED) && FI_VERSION_LT(version, FI_VERSION(2, 0)) &&
+      r->ep_attr->mem_tag_format == FI_TAG_BITS)
+    r->ep_attr->mem_tag_format = kGenericTagFormat1x;
 
   fi_domain_attr* d = r->domain_attr;
   d->domain = nullptr;

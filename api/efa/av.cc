@@ -182,7 +182,9 @@ fi_ops_av g_av_ops = {sizeof(fi_ops_av), av_insert,     av_insertsvc,      av_in
 
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av_p, void* context) {
   if (!domain || !attr || !av_p) return -FI_EINVAL;
-  if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE) return -FI_EINVAL;
+  // A map is served by the table: its addresses are the table's indices, which a map may be.
+  if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE && attr->type != FI_AV_MAP)
+    return -FI_EINVAL;
   if ((attr->flags & ~FI_EVENT) || attr->name || attr->rx_ctx_bits) return -FI_EINVAL;
   EfaDomain* dom = to_domain(domain);
   if (!dom) return -FI_EINVAL;

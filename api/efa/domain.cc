@@ -113,6 +113,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
   }
   dom->info = fi_dupinfo(info);
   dom->mr_mode = info->domain_attr->mr_mode;
+  dom->local_mr = (dom->mr_mode & FI_MR_LOCAL) || (info->mode & FI_LOCAL_MR);
   dom->app_serialized = info->domain_attr->threading == FI_THREAD_DOMAIN;
   dom->xpu = (info->caps & FI_XPU) != 0;
   if (g_cq_trace_on) dom->trace_id = cq_trace_next_domain();

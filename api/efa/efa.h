@@ -140,6 +140,9 @@ struct EfaDomain {
   backend::DeviceAttr attr{};
   fi_info* info = nullptr;  // the fi_info it was opened with (copy)
   int mr_mode = 0;
+  // The application gives a descriptor for every buffer (FI_MR_LOCAL, or the FI_LOCAL_MR mode
+  // bit). Without, the protocol fabric copies what it sends and receives (msg.h).
+  bool local_mr = true;
   bool xpu = false;  // opened with FI_XPU
   bool dgram = false;  // a "<device>-dgrm" domain: FI_EP_DGRAM endpoints only
   bool proto = false;  // a "<device>-rdm" domain of the protocol fabric

@@ -16,6 +16,9 @@ namespace xpufab::efa {
 namespace {
 
 const int kDirectMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+// The capabilities that name memory by its registration.
+constexpr uint64_t kMemoryCaps = FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_XPU | FI_READ | FI_WRITE |
+                                 FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 fi_info* make_info(const backend::DeviceAttr& a) {
   fi_info* i = core::dup_one_info(nullptr);
@@ -186,6 +189,26 @@ fi_info* make_proto_info(const backend::DeviceAttr& a) {
     return nullptr;
   }
   return i;
+}
+
+// Applications that register nothing (hints without FI_MR_LOCAL, MPI's tagged transports among
+// them) get the protocol fabric's messages all the same: the core copies their buffers (eager
+// payloads through its bounce buffers, rendezvous by a push; api/proto/msg.h). RMA, atomics and
+// FI_XPU name memory by its registration, so that offer carries FI_MSG and FI_TAGGED only.
+bool wants_unregistered(const fi_info* hints) {
+  if (!hints || !hints->domain_attr) return false;
+  const int user = hints->domain_attr->mr_mode;
+  const bool local = (user & FI_MR_LOCAL) || (hints->mode & FI_LOCAL_MR);
+  return !local && !(user & (FI_MR_BASIC | FI_MR_SCALABLE)) && !(hints->caps & kMemoryCaps);
+}
+
+void copy_buffers(fi_info* i) {
+  i->caps &= ~kMemoryCaps;
+  i->tx_attr->caps &= ~kMemoryCaps;
+  i->rx_attr->caps &= ~kMemoryCaps;
+  i->tx_attr->rma_iov_limit = 0;
+  i->domain_attr->mr_mode &= ~(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_XPU_DESC);
+  i->domain_attr->max_xpu_ctx_cnt = 0;
 }
 
 // Whether the hints let a DGRAM offer through, logging why not when they ask for one.
@@ -381,6 +404,7 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
       offers[0] = make_info(sd->attr);
       if (offers[0] && msg_only) offers[0]->ep_attr->max_msg_size = sd->attr.mtu;
       offers[1] = make_proto_info(sd->attr);
+      if (offers[1] && wants_unregistered(hints)) copy_buffers(offers[1]);
       failed |= !offers[0] || !offers[1];
     }
     if (dgram) {

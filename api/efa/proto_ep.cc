@@ -174,14 +174,13 @@ uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
 static_assert(kProtoIovLimit == PROTO_IOV_MAX, "iov_limit is what the core takes");
 
 // The buffers of an operation; FI_MR_LOCAL: a descriptor for any byte the core may touch
-// through the device (rendezvous and RMA reads and writes), none for inject.
+// through the device (rendezvous and RMA reads and writes), none for inject. A buffer without
+// one is marked unregistered, and the core only copies it.
 int make_bufs(const iovec* iov, void** desc, size_t count, bool need_desc, proto_buf* b) {
   if (count > kProtoIovLimit || (count && !iov)) return -FI_EINVAL;
   for (size_t k = 0; k < count; ++k) {
-    b[k] = proto_buf{};
+    b[k] = proto_buf{iov[k].iov_base, iov[k].iov_len, PROTO_KEY_NONE, PROTO_KEY_NONE};
     if (!iov[k].iov_base && iov[k].iov_len) return -FI_EINVAL;
-    b[k].addr = iov[k].iov_base;
-    b[k].len = iov[k].iov_len;
     EfaMr* mr = desc ? static_cast<EfaMr*>(desc[k]) : nullptr;
     if (mr) {
       b[k].lkey = mr->bmr->lkey();
@@ -247,7 +246,7 @@ void take_copies(TxReq* r) {
     if (r->b[k].len) memcpy(r->copy.data() + off, r->b[k].addr, r->b[k].len);
     off += r->b[k].len;
   }
-  r->b[0] = proto_buf{r->copy.data(), n, 0, 0};
+  r->b[0] = proto_buf{r->copy.data(), n, PROTO_KEY_NONE, PROTO_KEY_NONE};
   r->nbuf = 1;
 }
 
@@ -606,7 +605,7 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
     return -FI_EOPNOTSUPP;
   const bool inject = s.flags & FI_INJECT;
   proto_buf b[kProtoIovLimit];
-  int rc = make_bufs(s.iov, s.desc, s.count, !inject, b);
+  int rc = make_bufs(s.iov, s.desc, s.count, !inject && ep->dom->local_mr, b);
   if (rc) return rc;
   const uint64_t len = bufs_len(b, s.count);
   if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;
@@ -665,7 +664,8 @@ ssize_t proto_recv(EfaEp* ep, const ProtoRecv& r) {
   if (multi && r.tagged && !(ep->caps & FI_TAGGED_MULTI_RECV)) return -FI_EINVAL;
   proto_buf b[kProtoIovLimit];
   // A peek moves no data; a discard neither.
-  int rc = make_bufs(r.iov, r.desc, r.count, !(r.flags & (FI_PEEK | FI_DISCARD)), b);
+  int rc = make_bufs(r.iov, r.desc, r.count,
+                     !(r.flags & (FI_PEEK | FI_DISCARD)) && ep->dom->local_mr, b);
   if (rc) return rc;
   ProtoState* ps = ep->proto;
   const auto ctx = reinterpret_cast<uintptr_t>(r.context);

@@ -189,7 +189,13 @@ enum proto_op_state {
   PROTO_S_RDMAW,   /* RMA write by RDMA write: issuing its WQEs, then waiting for them */
 };
 
-/* A buffer and its registration. Rendezvous needs rkey at the sender (remote read) and lkey at the receiver. */
+/*
+ * A buffer and its registration. Rendezvous reads need rkey at the sender and lkey at the
+ * receiver; a buffer without a registration (PROTO_KEY_NONE in both, an application that
+ * does not do FI_MR_LOCAL) is only ever copied: eager payloads through the bounce buffers, and
+ * a rendezvous on either side by a push instead of a read.
+ */
+#define PROTO_KEY_NONE 0xffffffffu
 struct proto_buf {
   void *addr;
   uint64_t len;

@@ -14,7 +14,9 @@
  * the data straight into the receive buffer in rdma_chunk pieces and then
  * sends FIN; one without RDMA read (EFA gen1) sends CTS and the sender pushes
  * the data in DATA packets, which spend credits like any other packet, and
- * completes once the device completed the last one (SRD is reliable). A
+ * completes once the device completed the last one (SRD is reliable). The
+ * push also serves a sender with several buffers or an unregistered one, and a
+ * receiver whose buffer is unregistered (PROTO_KEY_NONE). A
  * receive shorter than the message takes what fits and completes with
  * FI_ETRUNC; the sender completes normally.
  *
@@ -145,8 +147,9 @@ XPU_FUNC int64_t proto_bufs_len(const struct proto_buf *b, uint32_t n) {
  * with `tag` when flags has FI_TAGGED, with remote CQ data `data` when it has
  * FI_REMOTE_CQ_DATA. The completion (FI_SEND | FI_TAGGED or FI_MSG) carries
  * `context`; FI_INJECT sends of eager size have none and their buffers are
- * free on return. A rendezvous of several buffers is pushed (the receiver
- * cannot read a gather list). 0; -FI_EINVAL; -FI_EAGAIN (no transmit buffer
+ * free on return. A rendezvous of several buffers, or of an unregistered
+ * one, is pushed (the receiver cannot read a gather list, nor memory without
+ * a key). 0; -FI_EINVAL; -FI_EAGAIN (no transmit buffer
  * or op free: progress and retry).
  */
 XPU_FUNC PROTO_OUTLINE int proto_sendv(struct proto_ep *ep, uint32_t peer, const struct proto_buf *bufs, uint32_t nbuf, uint64_t tag,
@@ -174,7 +177,7 @@ XPU_FUNC PROTO_OUTLINE int proto_sendv(struct proto_ep *ep, uint32_t peer, const
   h->tag = tag;
   h->data = data;
   h->flags = (tagged ? PROTO_WF_TAGGED : 0u) | ((flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u) |
-             (rndv && nbuf > 1 ? PROTO_WF_PUSH : 0u);
+             (rndv && (nbuf > 1 || b->rkey == PROTO_KEY_NONE) ? PROTO_WF_PUSH : 0u);
   h->u0 = b->len;
   if (op != PROTO_NONE) {
     struct proto_op *o = &ep->ops[op];
@@ -227,7 +230,8 @@ XPU_FUNC void proto_rndv_start(struct proto_ep *ep, uint32_t i, uint32_t peer, c
   o->done = 0;
   const uint64_t want = o->total < o->len ? o->total : o->len;
   if (want == 0) o->state = PROTO_S_FIN;
-  else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && !(h->flags & PROTO_WF_PUSH)) o->state = PROTO_S_READ;
+  else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && !(h->flags & PROTO_WF_PUSH) && proto_op_keyed(o))
+    o->state = PROTO_S_READ;
   else o->state = PROTO_S_CTS;
   proto_opq_push(ep, i);
 }

@@ -302,6 +302,14 @@ XPU_FUNC void proto_op_set_bufs(struct proto_op *o, const struct proto_buf *b, u
   }
 }
 
+/* Whether every byte of op o's buffers is registered (may be the target of an RDMA read). */
+XPU_FUNC int proto_op_keyed(const struct proto_op *o) {
+  if (o->nseg <= 1) return o->len == 0 || o->lkey != PROTO_KEY_NONE;
+  for (uint32_t k = 0; k < o->nseg; ++k)
+    if (o->seg[k].len && o->seg[k].lkey == PROTO_KEY_NONE) return 0;
+  return 1;
+}
+
 /* The contiguous piece of op o's buffers at byte `off`: its address and key; returns its length. */
 XPU_FUNC uint64_t proto_op_piece(const struct proto_op *o, uint64_t off, uint8_t **addr, uint32_t *lkey) {
   if (o->nseg <= 1) {

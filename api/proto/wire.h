@@ -49,7 +49,7 @@ enum proto_wire_op {
 #define PROTO_WF_TAGGED (1u << 0)   /* matched against tagged receives, else untagged */
 #define PROTO_WF_CQ_DATA (1u << 1)  /* `data` is remote CQ data */
 #define PROTO_WF_LAST (1u << 2)     /* WRITE / READ_REQ: the operation's last segment */
-#define PROTO_WF_PUSH (1u << 3)     /* RTS: the sender's data is in several buffers, ask for a push */
+#define PROTO_WF_PUSH (1u << 3)     /* RTS: the data cannot be read (several buffers, or unregistered): push it */
 
 #define PROTO_ADDR_UNKNOWN 0xffffu
 
