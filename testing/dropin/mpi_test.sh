@@ -3,7 +3,8 @@
 # library: its ofi MTL asks fi_getinfo for tagged messages without registering any memory
 # (no FI_MR_LOCAL, FI_COMPLETION as default flags, an FI_AV_MAP, API 1.5), and its two ranks
 # exchange sizes from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated
-# EFA, each message checked, then reduce. The ranks must select the efa provider, not Open
+# EFA, each message checked, then reduce; then three ranks run MPI's matching (probes,
+# matched probes, reversed windows, truncation, collectives) with packets lost and reordered. The ranks must select the efa provider, not Open
 # MPI's own shared-memory transport: the cm PML admits only an MTL.
 source testing/dropin/install_prefix.sh
 
@@ -11,19 +12,31 @@ fail() { echo "mpi_test: $*"; exit 1; }
 command -v mpicc >/dev/null || fail "mpicc not found (Debian packages openmpi-bin libopenmpi-dev)"
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
-mpicc -O2 -o "$work/mpi_pingpong" testing/dropin/mpi_pingpong.c || fail "mpicc failed"
+for prog in mpi_pingpong mpi_matching; do
+  mpicc -O2 -o "$work/$prog" "testing/dropin/$prog.c" || fail "mpicc $prog failed"
+done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export FI_EFA_EMU_SHM_DIR="$work"
-export FI_EFA_EMU_FABRIC_KEY="mpi-test-$$"
-rc=0
-env "${san_env[@]}" timeout 120 mpirun --oversubscribe -np 2 \
-    --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa --mca mtl_base_verbose 1 \
-    -x LD_LIBRARY_PATH -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR \
-    -x FI_EFA_EMU_FABRIC_KEY "$work/mpi_pingpong" >"$work/out" 2>&1 || rc=$?
-cat "$work/out"
-[ "$rc" -eq 0 ] || fail "mpirun exited $rc"
-grep -q '^allreduce 3$' "$work/out" || fail "no allreduce result"
-[ "$(grep -c '^size .* one-way' "$work/out")" -eq 7 ] || fail "not every size was exchanged"
-grep -q "mtl:ofi:provider: efa_.*-rdm" "$work/out" || fail "the ofi MTL did not select the efa provider's -rdm domain"
+# NAME NP PROGRAM [ENV=VALUE...]: one job on the efa provider, its output in $work/NAME.
+run() {
+  local name="$1" np="$2" prog="$3"; shift 3
+  local rc=0
+  env "${san_env[@]}" FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" "$@" \
+      timeout 120 mpirun --oversubscribe -np "$np" \
+      --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa --mca mtl_base_verbose 1 \
+      -x LD_LIBRARY_PATH -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR \
+      -x FI_EFA_EMU_FABRIC_KEY -x FI_EFA_EMU_FAULTS "$work/$prog" >"$work/$name" 2>&1 || rc=$?
+  echo "== $name (rc $rc)"; cat "$work/$name"
+  [ "$rc" -eq 0 ] || fail "$name: mpirun exited $rc"
+  grep -q "mtl:ofi:provider: efa_.*-rdm" "$work/$name" ||
+    fail "$name: the ofi MTL did not select the efa provider's -rdm domain"
+}
+
+run pingpong 2 mpi_pingpong FI_EFA_EMU_FAULTS=
+grep -q '^allreduce 3$' "$work/pingpong" || fail "pingpong: no allreduce result"
+[ "$(grep -c '^size .* one-way' "$work/pingpong")" -eq 7 ] || fail "pingpong: not every size was exchanged"
+# MPI's matching on three ranks, with packets lost and reordered under it.
+run matching 3 mpi_matching "FI_EFA_EMU_FAULTS=drop=0.05;reorder=0.2"
+grep -q '^matching: all checks passed on 3 ranks$' "$work/matching" || fail "matching: checks did not pass"
 echo "mpi_test: passed"
