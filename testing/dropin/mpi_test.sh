@@ -5,14 +5,15 @@
 # exchange sizes from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated
 # EFA, each message checked, then reduce; then three ranks run MPI's matching (probes,
 # matched probes, reversed windows, truncation, collectives) with packets lost and reordered. The ranks must select the efa provider, not Open
-# MPI's own shared-memory transport: the cm PML admits only an MTL.
+# MPI's own shared-memory transport: the cm PML admits only an MTL. Then the same programs and
+# one-sided ones run through Open MPI's UCX layers on the UCT transport srd.
 source testing/dropin/install_prefix.sh
 
 fail() { echo "mpi_test: $*"; exit 1; }
 command -v mpicc >/dev/null || fail "mpicc not found (Debian packages openmpi-bin libopenmpi-dev)"
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
-for prog in mpi_pingpong mpi_matching; do
+for prog in mpi_pingpong mpi_matching mpi_onesided; do
   mpicc -O2 -o "$work/$prog" "testing/dropin/$prog.c" || fail "mpicc $prog failed"
 done
 
@@ -39,4 +40,33 @@ grep -q '^allreduce 3$' "$work/pingpong" || fail "pingpong: no allreduce result"
 # MPI's matching on three ranks, with packets lost and reordered under it.
 run matching 3 mpi_matching "FI_EFA_EMU_FAULTS=drop=0.05;reorder=0.2"
 grep -q '^matching: all checks passed on 3 ranks$' "$work/matching" || fail "matching: checks did not pass"
+
+# The same programs, and one-sided ones, through Open MPI's UCX layers (pml ucx, osc ucx) on the
+# UCT transport srd alone (UCX_TLS=srd,self): Open MPI's default lists name only Mellanox
+# transports, so they are opened up. The transport's statistics (a line per UCT interface) show
+# that srd carried the traffic.
+preload="$prefix/lib/libuct_xpufab.so"
+for e in "${san_env[@]}"; do [[ "$e" == LD_PRELOAD=* ]] && preload="${e#LD_PRELOAD=}:$preload"; done
+run_ucx() {  # NAME NP PROGRAM
+  local name="$1" np="$2" prog="$3" rc=0
+  FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" LD_PRELOAD="$preload" UCX_TLS=srd,self \
+      UCX_MEM_MMAP_HOOK_MODE=none XPUFAB_UCT_STATS=1 ASAN_OPTIONS=detect_leaks=0 \
+      timeout 120 mpirun --oversubscribe -np "$np" \
+      --mca pml ucx --mca osc ucx --mca btl self --mca opal_common_ucx_tls any \
+      --mca opal_common_ucx_devices any \
+      -x LD_PRELOAD -x UCX_TLS -x UCX_MEM_MMAP_HOOK_MODE -x XPUFAB_UCT_STATS -x ASAN_OPTIONS \
+      -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR -x FI_EFA_EMU_FABRIC_KEY \
+      "$work/$prog" >"$work/$name" 2>&1 || rc=$?
+  echo "== $name (rc $rc)"; cat "$work/$name"
+  [ "$rc" -eq 0 ] || fail "$name: mpirun exited $rc"
+  [ "$(grep -Ec '^xpufab srd stats: .* core_tx_packets [1-9]' "$work/$name")" -ge "$np" ] ||
+    fail "$name: fewer srd interfaces than ranks carried traffic"
+}
+run_ucx ucx_pingpong 2 mpi_pingpong
+grep -q '^allreduce 3$' "$work/ucx_pingpong" || fail "ucx_pingpong: no allreduce result"
+[ "$(grep -c '^size .* one-way' "$work/ucx_pingpong")" -eq 7 ] || fail "ucx_pingpong: not every size"
+run_ucx ucx_matching 3 mpi_matching
+grep -q '^matching: all checks passed on 3 ranks$' "$work/ucx_matching" || fail "ucx_matching failed"
+run_ucx ucx_onesided 2 mpi_onesided
+grep -q '^onesided: all checks passed$' "$work/ucx_onesided" || fail "ucx_onesided failed"
 echo "mpi_test: passed"
