@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Debian's Open MPI (4.1, built against Debian's libfabric) runs an MPI program on xpufab's
-# library: its ofi MTL asks fi_getinfo for tagged messages without registering any memory
-# (no FI_MR_LOCAL, FI_COMPLETION as default flags, an FI_AV_MAP, API 1.5), and its two ranks
-# exchange sizes from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated
-# EFA, each message checked, then reduce; then three ranks run MPI's matching (probes,
-# matched probes, reversed windows, truncation, collectives) with packets lost and reordered. The ranks must select the efa provider, not Open
-# MPI's own shared-memory transport: the cm PML admits only an MTL. Then the same programs and
-# one-sided ones run through Open MPI's UCX layers on the UCT transport srd.
+# Debian's Open MPI 4.1 (built against Debian's libfabric) runs MPI programs on xpufab's library.
+# Its ofi MTL asks fi_getinfo for tagged messages without registering any memory (no
+# FI_MR_LOCAL, FI_COMPLETION as default flags, an FI_AV_MAP, API 1.5). Two ranks exchange sizes
+# from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated EFA, each message checked,
+# and reduce; three ranks run MPI's matching (probes, matched probes, reversed windows,
+# truncation, collectives) with packets lost and reordered. The cm PML admits only an MTL, so
+# the ranks cannot fall back to Open MPI's own shared-memory transport. Then the same programs,
+# and one-sided ones, run through Open MPI's UCX layers on the UCT transport srd.
 source testing/dropin/install_prefix.sh
 
 fail() { echo "mpi_test: $*"; exit 1; }
