@@ -56,7 +56,10 @@ inline constexpr const char* kProtoFabricName = "efa";
 inline constexpr const char* kRdmDomainSuffix = "-rdm";
 // The largest message the protocol fabric carries (fi_getinfo's max_msg_size).
 inline constexpr size_t kProtoMaxMsgSize = size_t{1} << 30;
-inline constexpr uint32_t kProvVersion = FI_VERSION(2, 7);
+// Reported as libfabric's providers report theirs, FI_VERSION(major * 100 + minor, revision * 10)
+// of the release they come with (2.7.0: 207.0): applications compare it against those numbers
+// (Open MPI refuses an efa provider below 112.0, libfabric 1.12).
+inline constexpr uint32_t kProvVersion = FI_VERSION(207, 0);
 
 #define EFA_WARN(subsys, ...) XPUFAB_WARN("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)
 #define EFA_INFO(subsys, ...) XPUFAB_INFO("efa", ::xpufab::core::LogSubsys::subsys, __VA_ARGS__)

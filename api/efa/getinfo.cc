@@ -191,24 +191,33 @@ fi_info* make_proto_info(const backend::DeviceAttr& a) {
   return i;
 }
 
-// Applications that register nothing (hints without FI_MR_LOCAL, MPI's tagged transports among
-// them) get the protocol fabric's messages all the same: the core copies their buffers (eager
-// payloads through its bounce buffers, rendezvous by a push; api/proto/msg.h). RMA, atomics and
-// FI_XPU name memory by its registration, so that offer carries FI_MSG and FI_TAGGED only.
-bool wants_unregistered(const fi_info* hints) {
-  if (!hints || !hints->domain_attr) return false;
+// Applications that register nothing locally (hints without FI_MR_LOCAL, as MPI's transports
+// ask) get the protocol fabric all the same: the core copies the buffers that come without a
+// descriptor (eager payloads through its bounce buffers, a rendezvous by a push, RMA by packets;
+// api/proto/msg.h, rma.h). Memory a peer reaches is still named by its registration: RMA and
+// atomics keep FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY, and hints that ask for
+// neither get messages and tagged messages only. (FI_XPU hints without FI_MR_LOCAL were refused
+// before: device code passes descriptors.) Where the hints ask for RMA and atomics alone, their
+// completions come once the data is at the target (packet writes and atomics on the target's
+// answer, RDMA writes on the device's), which is FI_DELIVERY_COMPLETE; messages complete when
+// sent, so it is not offered with them.
+void serve_unregistered(const fi_info* hints, fi_info* i) {
+  if (!hints || !hints->domain_attr) return;
   const int user = hints->domain_attr->mr_mode;
-  const bool local = (user & FI_MR_LOCAL) || (hints->mode & FI_LOCAL_MR);
-  return !local && !(user & (FI_MR_BASIC | FI_MR_SCALABLE)) && !(hints->caps & kMemoryCaps);
-}
-
-void copy_buffers(fi_info* i) {
-  i->caps &= ~kMemoryCaps;
-  i->tx_attr->caps &= ~kMemoryCaps;
-  i->rx_attr->caps &= ~kMemoryCaps;
-  i->tx_attr->rma_iov_limit = 0;
-  i->domain_attr->mr_mode &= ~(FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_XPU_DESC);
+  if ((user & (FI_MR_LOCAL | FI_MR_BASIC | FI_MR_SCALABLE)) || (hints->mode & FI_LOCAL_MR)) return;
+  const bool memory = hints->caps & (FI_RMA | FI_ATOMIC);
+  const uint64_t strip = memory ? FI_XPU : kMemoryCaps;
+  i->caps &= ~strip;
+  i->tx_attr->caps &= ~strip;
+  i->rx_attr->caps &= ~strip;
+  i->domain_attr->mr_mode &= ~(FI_MR_LOCAL | FI_MR_XPU_DESC);
   i->domain_attr->max_xpu_ctx_cnt = 0;
+  if (!memory) {
+    i->tx_attr->rma_iov_limit = 0;
+    i->domain_attr->mr_mode &= ~FI_MR_ALLOCATED;
+  } else if (!(hints->caps & (FI_MSG | FI_TAGGED))) {
+    i->tx_attr->op_flags |= FI_DELIVERY_COMPLETE;
+  }
 }
 
 // Whether the hints let a DGRAM offer through, logging why not when they ask for one.
@@ -404,7 +413,7 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
       offers[0] = make_info(sd->attr);
       if (offers[0] && msg_only) offers[0]->ep_attr->max_msg_size = sd->attr.mtu;
       offers[1] = make_proto_info(sd->attr);
-      if (offers[1] && wants_unregistered(hints)) copy_buffers(offers[1]);
+      if (offers[1]) serve_unregistered(hints, offers[1]);
       failed |= !offers[0] || !offers[1];
     }
     if (dgram) {

@@ -735,8 +735,9 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   const bool inject = flags & FI_INJECT;
   proto_buf b[kProtoIovLimit];
   // FI_MR_LOCAL: what the device reads or writes needs its descriptor (RDMA reads, and RDMA
-  // writes where the device has them); inject data is copied.
-  int rc = make_bufs(iov, desc, count, !inject, b);
+  // writes where the device has them); inject data is copied, and without FI_MR_LOCAL buffers
+  // that have none go by packets.
+  int rc = make_bufs(iov, desc, count, !inject && ep->dom->local_mr, b);
   if (rc) return rc;
   const uint64_t len = bufs_len(b, count);
   if (len > kProtoMaxMsgSize) return -FI_EMSGSIZE;

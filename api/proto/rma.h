@@ -2,8 +2,9 @@
  * rma.h - fi_read / fi_write between protocol endpoints. Host and nvcc; valid
  * C11 and C++17. Include api/proto/proto.h, not this file.
  *
- * Writes of more than one packet go by the device's RDMA write where it has
- * one (PROTO_DEV_RDMA_WRITE, EFA gen3 on): straight from the writer's buffers
+ * Writes of more than one packet from registered buffers go by the device's
+ * RDMA write where it has one (PROTO_DEV_RDMA_WRITE, EFA gen3 on): straight
+ * from the writer's buffers
  * into the target's memory, which the device checks against its keys, in
  * rdma_chunk pieces. Once every piece completed, a WRITE_NOTE packet tells the
  * target, which reports the write as below (remote counter, remote CQ data),
@@ -30,8 +31,8 @@
  * Reads use the device's RDMA read where it has one (the device checks the
  * key) and then tell the target with READ_NOTE, which reports FI_RMA |
  * FI_REMOTE_READ there (its remote read counter). Without RDMA read (EFA
- * gen1) READ_REQ packets ask for one packet's payload each and the target
- * answers each with the data.
+ * gen1), or into an unregistered buffer, READ_REQ packets ask for one
+ * packet's payload each and the target answers each with the data.
  *
  * The RMA ops to one peer issue their packets one op after the other.
  */
@@ -94,8 +95,8 @@ XPU_FUNC int proto_rma_write_issue(struct proto_ep *ep, uint32_t i) {
  * at most proto_am_max bytes: copied before return, and no completion unless
  * FI_COMPLETION is given too). The
  * completion carries FI_RMA | FI_WRITE or FI_READ and `context`; a bad key or
- * range completes with the EFA status as prov_errno. Buffers of a write of
- * more than one packet need their lkey where the device has RDMA write.
+ * range completes with the EFA status as prov_errno. Unregistered local
+ * buffers (PROTO_KEY_NONE) are written and read by packets, never by RDMA.
  * 0; -FI_EINVAL; -FI_EMSGSIZE; -FI_EAGAIN (no op or transmit buffer free:
  * progress, retry).
  */
@@ -131,8 +132,10 @@ XPU_FUNC int proto_rma(struct proto_ep *ep, uint32_t peer, int write, const stru
   o->tag = (flags & FI_REMOTE_CQ_DATA) ? PROTO_WF_CQ_DATA : 0u;
   if (inject && !(flags & FI_COMPLETION)) o->mode |= PROTO_OPM_SILENT;
   proto_op_count(ep, i);
-  if (write) o->state = !inject && proto_rma_by_rdma_write(ep, o->total) ? PROTO_S_RDMAW : PROTO_S_WRITE;
-  else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && total > 0) o->state = PROTO_S_READ;
+  /* The device reads and writes only registered local buffers; unregistered ones go by packets. */
+  const int keyed = proto_op_keyed(o);
+  if (write) o->state = !inject && keyed && proto_rma_by_rdma_write(ep, o->total) ? PROTO_S_RDMAW : PROTO_S_WRITE;
+  else if ((ep->dev.caps & PROTO_DEV_RDMA_READ) && total > 0 && keyed) o->state = PROTO_S_READ;
   else o->state = PROTO_S_RREQ;
   if (write) proto_write_list(ep, i);
   if (inject) {

@@ -14,8 +14,9 @@ echo "$out"
 grep -qx 'provider: efa' <<<"$out" || fail "no efa provider listed"
 grep -qx '    fabric: efa-direct' <<<"$out" || fail "no efa-direct fabric listed"
 grep -qx '    type: FI_EP_RDM' <<<"$out" || fail "no RDM endpoint listed"
-# The provider version of xpufab's efa, not Debian's 1.17 one.
-grep -qx '    version: 2.7' <<<"$out" || fail "not xpufab's efa provider"
+# The provider version of xpufab's efa (2.7.0, numbered as libfabric numbers its providers'),
+# not Debian's 1.17 one (117.0).
+grep -qx '    version: 207.0' <<<"$out" || fail "not xpufab's efa provider"
 
 # The verbose listing prints every attribute through fi_tostr_r@FABRIC_1.4, from
 # structures Debian's binary reads at its own (FABRIC_1.3) layout.

@@ -5,8 +5,9 @@
 # from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated EFA, each message checked,
 # and reduce; three ranks run MPI's matching (probes, matched probes, reversed windows,
 # truncation, collectives) with packets lost and reordered. The cm PML admits only an MTL, so
-# the ranks cannot fall back to Open MPI's own shared-memory transport. Then the same programs,
-# and one-sided ones, run through Open MPI's UCX layers on the UCT transport srd.
+# the ranks cannot fall back to Open MPI's own shared-memory transport. One-sided communication
+# runs on osc rdma over the ofi BTL (RMA and atomics, FI_DELIVERY_COMPLETE). Then the same
+# programs run through Open MPI's UCX layers on the UCT transport srd.
 source testing/dropin/install_prefix.sh
 
 fail() { echo "mpi_test: $*"; exit 1; }
@@ -19,12 +20,15 @@ done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export FI_EFA_EMU_SHM_DIR="$work"
-# NAME NP PROGRAM [ENV=VALUE...]: one job on the efa provider, its output in $work/NAME.
+# NAME NP PROGRAM [ENV=VALUE...] [-- MPIRUN_ARGS...]: one job on the efa provider, its output
+# in $work/NAME.
 run() {
   local name="$1" np="$2" prog="$3"; shift 3
-  local rc=0
-  env "${san_env[@]}" FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" "$@" \
-      timeout 120 mpirun --oversubscribe -np "$np" \
+  local env=() extra=() rc=0
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do env+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  env "${san_env[@]}" FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" "${env[@]}" \
+      timeout 120 mpirun --oversubscribe -np "$np" "${extra[@]}" \
       --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa --mca mtl_base_verbose 1 \
       -x LD_LIBRARY_PATH -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR \
       -x FI_EFA_EMU_FABRIC_KEY -x FI_EFA_EMU_FAULTS "$work/$prog" >"$work/$name" 2>&1 || rc=$?
@@ -40,6 +44,13 @@ grep -q '^allreduce 3$' "$work/pingpong" || fail "pingpong: no allreduce result"
 # MPI's matching on three ranks, with packets lost and reordered under it.
 run matching 3 mpi_matching "FI_EFA_EMU_FAULTS=drop=0.05;reorder=0.2"
 grep -q '^matching: all checks passed on 3 ranks$' "$work/matching" || fail "matching: checks did not pass"
+# One-sided communication through Open MPI's osc rdma on its ofi BTL: RMA and atomics with local
+# buffers it registers itself but does not declare (no FI_MR_LOCAL), FI_DELIVERY_COMPLETE.
+run onesided 2 mpi_onesided FI_EFA_EMU_FAULTS= -- --mca btl self,ofi --mca osc rdma \
+    --mca btl_ofi_provider_include efa --mca btl_base_verbose 100 --mca osc_base_verbose 100
+grep -q '^onesided: all checks passed$' "$work/onesided" || fail "onesided: checks did not pass"
+grep -q 'init of component ofi returned success' "$work/onesided" || fail "onesided: no ofi BTL"
+grep -q 'rdma component destroying window' "$work/onesided" || fail "onesided: osc rdma not used"
 
 # The same programs, and one-sided ones, through Open MPI's UCX layers (pml ucx, osc ucx) on the
 # UCT transport srd alone (UCX_TLS=srd,self): Open MPI's default lists name only Mellanox

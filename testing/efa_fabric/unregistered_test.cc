@@ -1,8 +1,8 @@
-// Applications that register nothing: hints without FI_MR_LOCAL (Open MPI's tagged transport asks
-// this way, with FI_COMPLETION as default flags and an FI_AV_MAP), through the public API. The
-// protocol fabric offers them messages and tagged messages and copies their buffers: eager
-// payloads through its bounce buffers, and a rendezvous by a push whichever side gave no
-// descriptor. Two processes over shared memory, UDP, and shared memory with loss and reordering.
+// Applications that register no local memory: hints without FI_MR_LOCAL (Open MPI's transports ask
+// this way, with FI_COMPLETION or FI_DELIVERY_COMPLETE as default flags and an FI_AV_MAP), through
+// the public API. The protocol fabric copies their buffers: eager payloads through its bounce
+// buffers, a rendezvous by a push whichever side gave no descriptor, RMA by packets. Two processes
+// over shared memory, UDP, and shared memory with loss and reordering.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -56,18 +56,49 @@ TEST(UnregisteredOffer, CarriesMessagesOnlyWithTheFlagsAskedFor) {
   fi_freeinfo(h);
 }
 
+// Open MPI's one-sided transport asks this way: RMA and atomics, remote memory named by its
+// registration, local buffers unregistered, completions once the data is at the target.
+fi_info* one_sided_hints() {
+  fi_info* h = unregistered_hints();
+  h->caps = FI_RMA | FI_ATOMIC;
+  h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  h->rx_attr->op_flags = 0;
+  h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  return h;
+}
+
+TEST(UnregisteredOffer, OneSidedKeepsRemoteKeysAndDeliversComplete) {
+  use_wire(Wire::kShm, "UnregisteredOneSidedOffer");
+  fi_info* h = one_sided_hints();
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &info), 0);
+  EXPECT_STREQ(info->fabric_attr->name, "efa");
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+  EXPECT_EQ(info->caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
+  EXPECT_EQ(info->caps & (FI_MSG | FI_TAGGED | FI_XPU), 0u);
+  EXPECT_EQ(info->tx_attr->op_flags, FI_DELIVERY_COMPLETE);
+  // Libfabric's numbering of provider versions: 2.7.0 is 207.0.
+  EXPECT_EQ(info->fabric_attr->prov_version, FI_VERSION(207, 0));
+  fi_freeinfo(info);
+  info = nullptr;
+  // Messages complete when sent: FI_DELIVERY_COMPLETE is not offered with them.
+  h->caps |= FI_TAGGED;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, h, &info), -FI_ENODATA);
+  fi_freeinfo(h);
+}
+
 class Unregistered : public ::testing::TestWithParam<Wire> {
  protected:
   // Runs `fn` in two processes; rank 0 receives, rank 1 sends.
   template <typename Fn>
-  void pair(Fn fn) {
+  void pair(Fn fn, fi_info* (*hints)() = unregistered_hints) {
     use_wire(GetParam(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
     const std::vector<int> st = run_group(2, 120, [&](Member& m) {
-      Node n(kNodeBuf, unregistered_hints());
-      GROUP_CHECK(n.info()->domain_attr->mr_mode == 0);
+      Node n(kNodeBuf, hints());
+      GROUP_CHECK(!(n.info()->domain_attr->mr_mode & FI_MR_LOCAL));
       Peers p = connect(m, n);
       m.set_idle([&n] { fi_cq_read(n.cq(), nullptr, 0); });
-      fn(m, n, p.addr[1 - m.rank()]);
+      fn(m, n, p.addr[1 - m.rank()], p.remote[1 - m.rank()]);
       m.barrier();
       m.set_idle(nullptr);
     });
@@ -83,7 +114,7 @@ enum Side { kNeither, kSenderOnly, kReceiverOnly };
 constexpr Side kSides[] = {kNeither, kSenderOnly, kReceiverOnly};
 
 TEST_P(Unregistered, EverySizeLandsWhicheverSideGaveNoDescriptor) {
-  pair([](Member& m, Node& n, fi_addr_t peer) {
+  pair([](Member& m, Node& n, fi_addr_t peer, const Remote&) {
     // Heap memory no registration covers, and the node's registered buffer.
     std::vector<uint8_t> plain(kFourMiB);
     int ctx = 0;
@@ -118,7 +149,7 @@ TEST_P(Unregistered, EverySizeLandsWhicheverSideGaveNoDescriptor) {
 }
 
 TEST_P(Unregistered, UnexpectedLargeMessagesAndUntaggedOnesArrive) {
-  pair([](Member& m, Node& n, fi_addr_t peer) {
+  pair([](Member& m, Node& n, fi_addr_t peer, const Remote&) {
     std::vector<uint8_t> plain(2 * kFourMiB);
     int ctx[2];
     if (m.rank() == 1) {
@@ -144,6 +175,59 @@ TEST_P(Unregistered, UnexpectedLargeMessagesAndUntaggedOnesArrive) {
       GROUP_CHECK(has_pattern(plain.data() + kFourMiB, kFourMiB, 22));
     }
   });
+}
+
+// Writes from and reads into unregistered memory go by packets; the peer's memory is named by
+// its key. Each completion means the data is at the target (FI_DELIVERY_COMPLETE).
+TEST_P(Unregistered, RmaAndAtomicsFromUnregisteredBuffers) {
+  pair(
+      [](Member& m, Node& n, fi_addr_t peer, const Remote& r) {
+        constexpr size_t kSizes[] = {8, 4096, 65536, 1u << 20};
+        std::vector<uint8_t> plain(1u << 20), back(1u << 20);
+        if (m.rank() == 0) {
+          memset(n.at(0), 0, 2u << 20);
+          uint64_t zero = 0;
+          memcpy(n.at(4u << 20), &zero, 8);
+        }
+        m.barrier();
+        if (m.rank() == 1) {
+          uint32_t seed = 50;
+          size_t off = 0;
+          for (size_t len : kSizes) {
+            fill(plain.data(), len, seed);
+            GROUP_CHECK(fi_write(n.ep(), plain.data(), len, nullptr, peer, r.addr + off, r.key,
+                                 nullptr) == 0);
+            GROUP_CHECK((n.expect(60000).flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+            memset(back.data(), 0, len);
+            GROUP_CHECK(fi_read(n.ep(), back.data(), len, nullptr, peer, r.addr + off, r.key,
+                                nullptr) == 0);
+            GROUP_CHECK((n.expect(60000).flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ));
+            GROUP_CHECK(has_pattern(back.data(), len, seed));
+            off += len;
+            ++seed;
+          }
+          uint64_t add = 5, old = 1;
+          for (int i = 0; i < 3; ++i) {
+            GROUP_CHECK(fi_fetch_atomic(n.ep(), &add, 1, nullptr, &old, nullptr, peer,
+                                        r.addr + (4u << 20), r.key, FI_UINT64, FI_SUM, nullptr) == 0);
+            GROUP_CHECK(n.expect(60000).flags & FI_ATOMIC);
+            GROUP_CHECK(old == 5u * i);
+          }
+        }
+        m.barrier();
+        if (m.rank() == 0) {
+          uint32_t seed = 50;
+          size_t off = 0;
+          for (size_t len : kSizes) {
+            GROUP_CHECK(has_pattern(n.at(off), len, seed++));
+            off += len;
+          }
+          uint64_t total = 0;
+          memcpy(&total, n.at(4u << 20), 8);
+          GROUP_CHECK(total == 15);
+        }
+      },
+      one_sided_hints);
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, Unregistered,
