@@ -11,24 +11,27 @@
 source testing/dropin/install_prefix.sh
 
 fail() { echo "mpi_test: $*"; exit 1; }
-command -v mpicc >/dev/null || fail "mpicc not found (Debian packages openmpi-bin libopenmpi-dev)"
+# Open MPI's own commands by name: mpicc and mpirun follow the alternatives, which another MPI
+# may hold.
+command -v mpicc.openmpi >/dev/null ||
+  fail "mpicc.openmpi not found (Debian packages openmpi-bin libopenmpi-dev)"
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 for prog in mpi_pingpong mpi_matching mpi_onesided; do
-  mpicc -O2 -o "$work/$prog" "testing/dropin/$prog.c" || fail "mpicc $prog failed"
+  mpicc.openmpi -O2 -o "$work/$prog" "testing/dropin/$prog.c" || fail "mpicc $prog failed"
 done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export FI_EFA_EMU_SHM_DIR="$work"
 # NAME NP PROGRAM [ENV=VALUE...] [-- MPIRUN_ARGS...]: one job on the efa provider, its output
-# in $work/NAME.
+# in $work/NAME. The jobs stay on this host (plm isolated: no ssh needed to start them).
 run() {
   local name="$1" np="$2" prog="$3"; shift 3
   local env=() extra=() rc=0
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do env+=("$1"); shift; done
   [ $# -gt 0 ] && { shift; extra=("$@"); }
   env "${san_env[@]}" FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" "${env[@]}" \
-      timeout 120 mpirun --oversubscribe -np "$np" "${extra[@]}" \
+      timeout 120 mpirun.openmpi --oversubscribe --mca plm isolated -np "$np" "${extra[@]}" \
       --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa --mca mtl_base_verbose 1 \
       -x LD_LIBRARY_PATH -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR \
       -x FI_EFA_EMU_FABRIC_KEY -x FI_EFA_EMU_FAULTS "$work/$prog" >"$work/$name" 2>&1 || rc=$?
@@ -62,7 +65,7 @@ run_ucx() {  # NAME NP PROGRAM
   local name="$1" np="$2" prog="$3" rc=0
   FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" LD_PRELOAD="$preload" UCX_TLS=srd,self \
       UCX_MEM_MMAP_HOOK_MODE=none XPUFAB_UCT_STATS=1 ASAN_OPTIONS=detect_leaks=0 \
-      timeout 120 mpirun --oversubscribe -np "$np" \
+      timeout 120 mpirun.openmpi --oversubscribe --mca plm isolated -np "$np" \
       --mca pml ucx --mca osc ucx --mca btl self --mca opal_common_ucx_tls any \
       --mca opal_common_ucx_devices any \
       -x LD_PRELOAD -x UCX_TLS -x UCX_MEM_MMAP_HOOK_MODE -x XPUFAB_UCT_STATS -x ASAN_OPTIONS \
