@@ -192,8 +192,8 @@ enum proto_op_state {
 /*
  * A buffer and its registration. Rendezvous reads need rkey at the sender and lkey at the
  * receiver; a buffer without a registration (PROTO_KEY_NONE in both, an application that
- * does not do FI_MR_LOCAL) is only ever copied: eager payloads through the bounce buffers, and
- * a rendezvous on either side by a push instead of a read.
+ * does not do FI_MR_LOCAL) is only ever copied: eager payloads through the bounce buffers, a
+ * rendezvous on either side by a push instead of a read, RMA by packets (rma.h).
  */
 #define PROTO_KEY_NONE 0xffffffffu
 struct proto_buf {
