@@ -74,11 +74,20 @@ std::string hex(const Gid& g) {
   return s;
 }
 
-uint64_t gid_bit(const Gid& g) {
+uint64_t gid_hash(const Gid& g) {
   uint64_t a, b;
   std::memcpy(&a, g.data(), 8);
   std::memcpy(&b, g.data() + 8, 8);
-  return uint64_t{1} << (((a ^ b) * 0x9e3779b97f4a7c15ull) >> 58);
+  return (a ^ b) * 0x9e3779b97f4a7c15ull;
+}
+
+uint64_t gid_bit(const Gid& g) { return uint64_t{1} << (gid_hash(g) >> 58); }
+
+// Threads spread over the stripes so that two sending threads rarely share a counter's line.
+int my_tx_stripe(int stripes) {
+  static std::atomic<uint32_t> next{0};
+  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % stripes);
+  return stripe;
 }
 
 bool same_gid(const Gid& x, const Gid& y) {
@@ -132,6 +141,7 @@ struct ShmFabric::Local {
 };
 
 struct ShmFabric::Peer {
+  Gid gid{};
   int fd = -1;
   Mailbox* mb = nullptr;
   size_t map_len = 0;
@@ -183,6 +193,7 @@ ShmFabric::~ShmFabric() {
     for (auto& kv : locals_) gids.push_back(kv.first);
   }
   for (const Gid& g : gids) detach(g);
+  // No send runs any more: every peer, retired or not, goes with its mapping.
 }
 
 std::string ShmFabric::path_of(const Gid& gid) const { return dir_ + "/" + hex(gid); }
@@ -446,23 +457,62 @@ void ShmFabric::detach(const Gid& gid) {
   close(l->fd);
   l->fd = -1;
   l->reasm = Reassembler();  // its partial messages' memory; the object itself stays
-  std::unique_lock<std::shared_mutex> plock(peers_mu_);
-  peers_.erase(gid);
+  {
+    std::unique_lock<std::shared_mutex> plock(peers_mu_);
+    auto it = peers_.find(gid);
+    if (it != peers_.end()) retire_peer_locked(it);
+  }
+  reclaim_peers();
 }
 
-int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
+std::atomic<ShmFabric::Peer*>& ShmFabric::tx_hint(const Gid& dst) {
+  return tx_hints_[gid_hash(dst) >> 60];
+}
+
+void ShmFabric::retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it) {
+  Peer* p = it->second.get();
+  Peer* expect = p;
+  tx_hint(it->first).compare_exchange_strong(expect, nullptr, std::memory_order_seq_cst);
+  retired_peers_.push_back(std::move(it->second));
+  peers_.erase(it);
+  retired_count_.store(retired_peers_.size(), std::memory_order_relaxed);
+}
+
+void ShmFabric::reclaim_peers() {
+  std::unique_lock<std::shared_mutex> lock(peers_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || retired_peers_.empty()) return;
+  // A sender that could still hold a retired peer marked its stripe before it loaded the hint or
+  // searched the table, both of which lost the peer before this: an empty stripe seen now means
+  // that sender has left. A busy stripe postpones the freeing to a later call.
+  for (TxStripe& s : tx_stripes_) {
+    if (s.in_flight.load(std::memory_order_seq_cst) != 0) return;
+  }
+  retired_peers_.clear();
+  retired_count_.store(0, std::memory_order_relaxed);
+}
+
+int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
+  std::atomic<Peer*>& hint = tx_hint(dst);
+  Peer* h = hint.load(std::memory_order_seq_cst);
+  if (h != nullptr && same_gid(h->gid, dst)) {
+    *peer_p = h;
+    return 0;
+  }
   {
     std::shared_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
     if (it != peers_.end()) {
-      *peer_p = it->second;
+      *peer_p = it->second.get();
+      // Under the lock, so that a retire (exclusive) cannot slip between the find and the store.
+      hint.store(*peer_p, std::memory_order_seq_cst);
       return 0;
     }
   }
   std::string p = path_of(dst);
   int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -EHOSTUNREACH;
-  std::shared_ptr<Peer> peer(new Peer());
+  std::unique_ptr<Peer> peer(new Peer());
+  peer->gid = dst;
   peer->fd = fd;
   struct stat st;
   if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG) ||
@@ -481,12 +531,14 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
   if (!peer_alive(peer.get(), true, 0)) {
-    drop_peer(dst, peer);
+    drop_peer(dst, peer.get());  // not in the table: only its file goes
     return -EHOSTUNREACH;
   }
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
-  auto ins = peers_.emplace(dst, peer);
-  *peer_p = ins.first->second;
+  // A concurrent open that won keeps its peer; ours was never seen by anyone and goes now.
+  auto ins = peers_.emplace(dst, std::move(peer));
+  *peer_p = ins.first->second.get();
+  hint.store(*peer_p, std::memory_order_seq_cst);
   return 0;
 }
 
@@ -505,14 +557,14 @@ bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   return false;
 }
 
-void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
+void ShmFabric::drop_peer(const Gid& dst, Peer* p) {
   std::string path = path_of(dst);
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && st.st_ino == p->ino) unlink(path.c_str());
   st_[kDead].fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);
-  if (it != peers_.end() && it->second == p) peers_.erase(it);
+  if (it != peers_.end() && it->second.get() == p) retire_peer_locked(it);
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
@@ -553,6 +605,9 @@ int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
 }
 
 int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
+  // Before any peer is looked up: pairs with reclaim_peers()'s scan of the stripes.
+  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);
   bool closed = false;
   int rc = send_remote(dst, pkt, &closed, mark);
   if (closed) {
@@ -561,7 +616,9 @@ int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark
     rc = send_remote(dst, pkt, &closed, mark);
     if (closed) rc = -EHOSTUNREACH;
   }
+  stripe.in_flight.fetch_sub(1, std::memory_order_release);
   if (rc != 0) *mark = 0;
+  if (retired_count_.load(std::memory_order_relaxed) != 0) reclaim_peers();
   return rc;
 }
 
@@ -590,20 +647,20 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
   *end_p = 0;
-  std::shared_ptr<Peer> peer;
+  Peer* peer = nullptr;
   int rc = open_peer(dst, &peer);
   if (rc != 0) return rc;
   if (peer->mb->closed.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
-    if (it != peers_.end() && it->second == peer) peers_.erase(it);
+    if (it != peers_.end() && it->second.get() == peer) retire_peer_locked(it);
     *closed = true;
     return -EHOSTUNREACH;
   }
   // One clock read per packet: the liveness check's and the time of the write (a packet's
   // fragments are written within microseconds unless the ring is full, which reads it again).
   uint64_t sent_ns = now_ns();
-  if (!peer_alive(peer.get(), false, sent_ns)) {
+  if (!peer_alive(peer, false, sent_ns)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
@@ -639,7 +696,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
         st_[kFullWaits].fetch_add(1, std::memory_order_relaxed);
       }
       sent_ns = now;
-      if (!peer_alive(peer.get(), false, now)) {
+      if (!peer_alive(peer, false, now)) {
         drop_peer(dst, peer);
         return -EHOSTUNREACH;
       }

@@ -110,7 +110,9 @@ class ShmFabric : public Fabric {
 
  private:
   explicit ShmFabric(const ShmFabricOptions& o);
-  int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
+  // The open peer dst: from its hint, else the table, else its mailbox file. The pointer stays
+  // valid while the caller is in flight (tx_stripes_).
+  int open_peer(const Gid& dst, Peer** peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
   // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.
@@ -121,12 +123,28 @@ class ShmFabric : public Fabric {
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
   // The open, live peer dst (its mailbox not closed), or null; caller holds peers_mu_.
   const Peer* open_live_peer(const Gid& dst) const;
-  void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
+  void drop_peer(const Gid& dst, Peer* p);
   std::string path_of(const Gid& gid) const;
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
   // returns packets delivered.
   int drain(Local* l, int budget, std::vector<Packet>* out);
   void receive_loop(Local* l);
+
+  // Senders mark themselves in flight on a per-thread stripe while they hold a Peer found
+  // without peers_mu_; a retired peer is unmapped only once every stripe was seen empty after it
+  // left the table and the hints (a grace period), never by a sender that waits for it.
+  static constexpr int kTxStripes = 16;
+  static constexpr int kTxHints = 16;
+  struct alignas(64) TxStripe {
+    std::atomic<uint32_t> in_flight{0};
+  };
+  // The hint slot of dst.
+  std::atomic<Peer*>& tx_hint(const Gid& dst);
+  // Takes p out of the table and the hints; it is freed after a grace period. Caller holds
+  // peers_mu_ exclusively.
+  void retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it);
+  // Frees retired peers when no sender can still hold one; the caller is not in flight.
+  void reclaim_peers();
 
   ShmFabricOptions opt_;
   std::string dir_;
@@ -146,7 +164,13 @@ class ShmFabric : public Fabric {
   // and a clear bit sends them there without the lock and the table.
   std::atomic<uint64_t> local_bits_{0};
   std::shared_mutex peers_mu_;
-  std::map<Gid, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
+  std::map<Gid, std::unique_ptr<Peer>> peers_;  // guarded by peers_mu_
+  std::vector<std::unique_ptr<Peer>> retired_peers_;  // guarded by peers_mu_
+  std::atomic<size_t> retired_count_{0};  // retired_peers_.size(), read without the lock
+  // The peer a send to a GID of this slot found last: a sender that keeps talking to the same
+  // peers finds it with one load and a GID compare.
+  std::atomic<Peer*> tx_hints_[kTxHints] = {};
+  TxStripe tx_stripes_[kTxStripes];
   mutable std::atomic<uint64_t> st_[12] = {};
 };
 
