@@ -50,8 +50,10 @@ int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts)
   return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
 }
 
+}  // namespace
+
 // A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.
-struct RecordHeader {
+struct ShmFabric::RecordHeader {
   uint32_t len;
   uint32_t kind;  // kFragment, or kSkip: the rest of the ring up to its end is unused
   uint64_t sender;
@@ -59,6 +61,8 @@ struct RecordHeader {
   uint64_t total;
   uint64_t off;
 };
+namespace {
+using RecordHeader = ShmFabric::RecordHeader;
 constexpr uint32_t kFragment = 1;
 constexpr uint32_t kSkip = 2;
 
@@ -286,6 +290,22 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   return 0;
 }
 
+int ShmFabric::take_fragment(Local* lp, const RecordHeader& r, const uint8_t* data, Packet* pkt) {
+  int rc;
+  if (r.off == 0 && r.len == r.total) {
+    // The whole message in one fragment (every small packet): nothing to reassemble.
+    rc = decode_message(data, r.len, pkt) == 0 ? 1 : -EBADMSG;
+  } else {
+    rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, data, r.len, pkt);
+  }
+  if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+  if (rc == 1) {
+    st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
+    st_[kBytesRx].fetch_add(pkt->payload.size(), std::memory_order_relaxed);
+  }
+  return rc;
+}
+
 int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
   Mailbox* box = lp->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
@@ -315,21 +335,26 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
       break;
     }
     st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
-    Packet pkt;
-    int rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, ring + pos + sizeof(r), r.len, &pkt);
+    const uint8_t* data = ring + pos + sizeof(r);
     h += rs;
-    // Release the space before delivering, so that a producer waiting on a full ring goes on.
-    box->head.store(h, std::memory_order_release);
-    if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-    if (rc == 1) {
-      st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
-      st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
-      if (out != nullptr) {
-        out->push_back(std::move(pkt));
+    if (out != nullptr) {
+      // Decoded in its place in the batch: no packet built elsewhere and moved in.
+      out->emplace_back();
+      if (take_fragment(lp, r, data, &out->back()) == 1) {
+        ++delivered;
       } else {
-        lp->sink->deliver(std::move(pkt));
+        out->pop_back();
       }
-      ++delivered;
+      box->head.store(h, std::memory_order_release);
+    } else {
+      Packet pkt;
+      int rc = take_fragment(lp, r, data, &pkt);
+      // Release the space before delivering, so that a producer waiting on a full ring goes on.
+      box->head.store(h, std::memory_order_release);
+      if (rc == 1) {
+        lp->sink->deliver(std::move(pkt));
+        ++delivered;
+      }
     }
     if (h == t) t = box->tail.load(std::memory_order_acquire);
   }

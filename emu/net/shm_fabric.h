@@ -107,6 +107,7 @@ class ShmFabric : public Fabric {
   struct Mailbox;  // implementation detail, public for the .cc's helpers
   struct Local;
   struct Peer;
+  struct RecordHeader;
 
  private:
   explicit ShmFabric(const ShmFabricOptions& o);
@@ -128,6 +129,9 @@ class ShmFabric : public Fabric {
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
   // returns packets delivered.
   int drain(Local* l, int budget, std::vector<Packet>* out);
+  // One fragment record's bytes into *pkt: 1 when that completes a packet, 0 when more fragments
+  // are needed, -EBADMSG (counted as malformed).
+  int take_fragment(Local* l, const RecordHeader& r, const uint8_t* data, Packet* pkt);
   void receive_loop(Local* l);
 
   // Senders mark themselves in flight on a per-thread stripe while they hold a Peer found

@@ -175,6 +175,15 @@ int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   return 0;
 }
 
+int decode_message(const uint8_t* in, size_t len, Packet* pkt) {
+  uint64_t n;
+  if (len < kPacketHeaderSize || decode_header(in, pkt, &n) != 0 || n != len - kPacketHeaderSize) {
+    return -EBADMSG;
+  }
+  pkt->payload.assign(in + kPacketHeaderSize, in + len);
+  return 0;
+}
+
 uint64_t siphash24(const MacKey& key, const void* data, size_t len) {
   SipStream s(key);
   s.update(static_cast<const uint8_t*>(data), len);
@@ -213,10 +222,7 @@ int Reassembler::add(uint64_t sender, uint64_t msg_id, uint64_t total, uint64_t 
     return -EBADMSG;
   }
   if (off == 0 && len == total) {  // the common case: one fragment
-    uint64_t n;
-    if (decode_header(data, out, &n) != 0 || n != total - kPacketHeaderSize) return -EBADMSG;
-    out->payload.assign(data + kPacketHeaderSize, data + total);
-    return 1;
+    return decode_message(data, len, out) == 0 ? 1 : -EBADMSG;
   }
   auto key = std::make_pair(sender, msg_id);
   auto it = parts_.find(key);
