@@ -31,14 +31,29 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass
-constexpr uint32_t kVersion = 5;
+// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
+// 6: the producer lock is a word naming its holder
+constexpr uint32_t kVersion = 6;
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
   kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
-  kReopened
+  kReopened, kLockSteals
 };
+constexpr int kStats = kLockSteals + 1;
+
+// A producer that finds the mailbox lock taken spins this often, then yields; it asks whether the
+// holder lives only after kLockProbeNs of waiting (a live holder keeps it for one memcpy).
+constexpr int kLockSpins = 128;
+constexpr uint64_t kLockProbeNs = 2000000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 // The engine's clock, which hands its pass times to poll_rx_batch. Times from another process
 // (a mailbox's polled_ns) agree with it within kCrossProcessSlackNs, so "a pass began after this
@@ -67,6 +82,12 @@ constexpr uint32_t kFragment = 1;
 constexpr uint32_t kSkip = 2;
 
 size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
+
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
 
 std::string hex(const Gid& g) {
   static const char* d = "0123456789abcdef";
@@ -114,7 +135,11 @@ struct ShmFabric::Mailbox {
   uint32_t version;
   uint32_t owner_pid;
   uint64_t capacity;
-  pthread_mutex_t lock;
+  // Producers serialize on this word: 0 when free, else the holder's sender id, whose liveness
+  // file (ShmFabric::live_path) tells a waiter whether the holder still lives. A holder that died
+  // never published its record (tail moves last), so whoever takes the lock over finds the ring
+  // intact.
+  std::atomic<uint64_t> lock_owner;
   alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
   alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
   alignas(64) std::atomic<uint32_t> wake_seq;
@@ -182,7 +207,13 @@ int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric
   // Someone else's directory (or a link planted there) must not receive our packets.
   if (!owner_only(st, S_IFDIR)) return -EACCES;
   std::random_device rd;
-  f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  for (int attempt = 0;; ++attempt) {
+    f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+    if (f->sender_id_ == 0) continue;  // 0 is the free lock
+    int rc = f->make_live_file();
+    if (rc == 0) break;
+    if (rc != -EEXIST || attempt > 4) return rc;
+  }
   f->sweep_stale();
   *fabric_p = std::move(f);
   return 0;
@@ -198,6 +229,82 @@ ShmFabric::~ShmFabric() {
   }
   for (const Gid& g : gids) detach(g);
   // No send runs any more: every peer, retired or not, goes with its mapping.
+  if (live_fd_ >= 0) {
+    unlink(live_path(sender_id_).c_str());
+    close(live_fd_);
+  }
+}
+
+std::string ShmFabric::live_path(uint64_t id) const { return dir_ + "/s-" + hex64(id); }
+
+int ShmFabric::make_live_file() {
+  // Locked before it gets its name (rename is atomic), so that no process ever sees this
+  // sender's file unlocked and takes the sender for dead.
+  std::string tmp = dir_ + "/t-" + hex64(sender_id_);
+  std::string path = live_path(sender_id_);
+  if (access(path.c_str(), F_OK) == 0) return -EEXIST;
+  int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = -errno;
+    unlink(tmp.c_str());
+    close(fd);
+    return err;
+  }
+  live_fd_ = fd;
+  return 0;
+}
+
+bool ShmFabric::sender_alive(uint64_t id) const {
+  int fd = open(live_path(id).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno != ENOENT;  // gone: its owner died and was swept, or never was
+  // The sender holds LOCK_EX for its lifetime. Probes take LOCK_SH, so that two of them never
+  // mistake each other for the owner.
+  const bool alive = flock(fd, LOCK_SH | LOCK_NB) != 0;
+  close(fd);
+  return alive;
+}
+
+int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
+  std::atomic<uint64_t>& w = mb->lock_owner;
+  uint64_t start = 0, probe_at = 0;
+  for (int round = 0;; ++round) {
+    uint64_t expect = 0;
+    if (w.load(std::memory_order_relaxed) == 0 &&
+        w.compare_exchange_weak(expect, sender_id_, std::memory_order_acquire, std::memory_order_relaxed)) {
+      return 0;
+    }
+    if (round < kLockSpins) {
+      cpu_relax();
+      continue;
+    }
+    const uint64_t now = now_ns();
+    if (start == 0) {
+      start = now;
+      probe_at = now + kLockProbeNs;
+    }
+    if (mb->closed.load(std::memory_order_acquire) != 0) return -ECONNRESET;
+    if (now >= probe_at) {
+      uint64_t holder = w.load(std::memory_order_acquire);
+      if (holder != 0 && holder != sender_id_ && !sender_alive(holder)) {
+        // Its record was never published: the ring is as the last live holder left it.
+        if (w.compare_exchange_strong(holder, sender_id_, std::memory_order_acquire, std::memory_order_relaxed)) {
+          st_[kLockSteals].fetch_add(1, std::memory_order_relaxed);
+          return 0;
+        }
+        continue;
+      }
+      probe_at = now + kLockProbeNs;
+    }
+    // A live holder that does not let go (stopped, or starved of CPU): give up like on a full ring.
+    if (now - start > uint64_t{opt_.full_timeout_ms} * 1000000) return -ENOBUFS;
+    if (round < 4 * kLockSpins) {
+      sched_yield();
+    } else {
+      timespec ts{0, 20 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
 }
 
 std::string ShmFabric::path_of(const Gid& gid) const { return dir_ + "/" + hex(gid); }
@@ -207,7 +314,10 @@ int ShmFabric::sweep_stale() {
   if (d == nullptr) return 0;
   int removed = 0;
   while (dirent* e = readdir(d)) {
-    if (std::strlen(e->d_name) != 32) continue;
+    const size_t n = std::strlen(e->d_name);
+    // Mailboxes (32 hex digits) and liveness files ("s-" or, before their rename, "t-" and 16).
+    const bool live_file = n == 18 && (e->d_name[0] == 's' || e->d_name[0] == 't') && e->d_name[1] == '-';
+    if (n != 32 && !live_file) continue;
     std::string p = dir_ + "/" + e->d_name;
     int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
@@ -217,14 +327,17 @@ int ShmFabric::sweep_stale() {
       close(fd);
       continue;
     }
-    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5;
+    // A liveness file is empty for good; one not yet renamed may not be locked yet either.
+    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5 && !(live_file && e->d_name[0] == 's');
     if (!fresh && owner_only(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // Nobody holds the owner lock: the process that created it is gone.
       struct stat now;
       if (stat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino) {
         unlink(p.c_str());
-        ++removed;
-        st_[kStale].fetch_add(1, std::memory_order_relaxed);
+        if (!live_file) {
+          ++removed;
+          st_[kStale].fetch_add(1, std::memory_order_relaxed);
+        }
       }
     }
     close(fd);
@@ -269,12 +382,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->version = kVersion;
   mb->owner_pid = static_cast<uint32_t>(getpid());
   mb->capacity = opt_.ring_bytes;
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&mb->lock, &a);
-  pthread_mutexattr_destroy(&a);
+  mb->lock_owner.store(0);
   mb->tail.store(0);
   mb->head.store(0);
   mb->wake_seq.store(0);
@@ -669,6 +777,17 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
          mb->polled_ns.load(std::memory_order_relaxed) < sent_ns + kCrossProcessSlackNs;
 }
 
+inline int ShmFabric::lock_mailbox(Mailbox* mb) {
+  uint64_t expect = 0;
+  if (mb->lock_owner.compare_exchange_strong(expect, sender_id_, std::memory_order_acquire,
+                                             std::memory_order_relaxed)) {
+    return 0;
+  }
+  return lock_mailbox_slow(mb);
+}
+
+inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std::memory_order_release); }
+
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
   *end_p = 0;
@@ -702,19 +821,18 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
   while (off < total) {
     const size_t len = static_cast<size_t>(std::min(frag, total - off));
     const size_t rs = record_size(len);
-    int lr = pthread_mutex_lock(&mb->lock);
-    if (lr == EOWNERDEAD) {
-      // A producer died mid-record; its record was never published, so the ring is intact.
-      pthread_mutex_consistent(&mb->lock);
-    } else if (lr != 0) {
+    int lr = lock_mailbox(mb);
+    if (lr == -ECONNRESET) {
+      *closed = off == 0;  // as below: a partly written packet goes with its mailbox
       return -EHOSTUNREACH;
     }
+    if (lr != 0) return lr;
     uint64_t t = mb->tail.load(std::memory_order_relaxed);
     uint64_t h = mb->head.load(std::memory_order_acquire);
     uint64_t pos = t & (cap - 1);
     uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
     if (cap - (t - h) < need) {
-      pthread_mutex_unlock(&mb->lock);
+      unlock_mailbox(mb);
       uint64_t now = now_ns();
       if (wait_start == 0) {
         wait_start = now;
@@ -756,9 +874,10 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       std::memcpy(d, hdr, kPacketHeaderSize);
       done = kPacketHeaderSize;
     }
+    if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
-    pthread_mutex_unlock(&mb->lock);
+    unlock_mailbox(mb);
     uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
     while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
     }
@@ -808,8 +927,11 @@ ShmFabricStats ShmFabric::stats() const {
   ShmFabricStats s;
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,
                      &s.bytes_tx, &s.bytes_rx, &s.full_waits, &s.dead_peers,
-                     &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened};
-  for (int i = 0; i < 12; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+                     &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened,
+                     &s.lock_steals};
+  static_assert(sizeof(out) / sizeof(out[0]) == kStats && sizeof(st_) / sizeof(st_[0]) == kStats,
+                "every counter is kept and reported");
+  for (int i = 0; i < kStats; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
   return s;
 }
 

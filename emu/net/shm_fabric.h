@@ -1,7 +1,9 @@
 // A Fabric between processes on one host. Every attached GID owns a mailbox: a file in a
 // per-user, owner-only directory (0700, files 0600) mapped by every sender, holding a
-// multi-producer ring of packet fragments. Producers serialize on a robust process-shared
-// mutex (a producer that dies holding it does not wedge the mailbox). The ring has one consumer
+// multi-producer ring of packet fragments. Producers serialize on a lock word that names its
+// holder; every fabric holds a lock on a liveness file of its own for its lifetime, so that a
+// producer that waits long on the word asks whether the holder lives, and takes the lock over
+// from one that died (which had not published its record: the ring is intact). The ring has one consumer
 // at a time: a thread that drives the owning device (poll_rx(), called from every engine pass)
 // drains it itself, so a ping-pong between polling processes pays no thread hand-off; the
 // owner's receive thread parks while such polls come in and takes over when they stop. It
@@ -61,6 +63,9 @@ struct ShmFabricOptions {
   // Tests: every cross-process copy fails with this errno (EPERM as under Yama's ptrace_scope,
   // ESRCH), so that the fallback through the mailbox is exercised. 0: real copies.
   int peer_copy_errno = 0;
+  // Tests: a send takes the mailbox lock, writes its record's header and returns -EIO without
+  // publishing the record or letting go of the lock, as a producer killed right there leaves it.
+  bool test_abandon_lock = false;
 };
 
 struct ShmFabricStats {
@@ -68,6 +73,7 @@ struct ShmFabricStats {
   uint64_t full_waits, dead_peers, stale_removed, malformed;
   uint64_t local_packets;  // delivered without a mailbox (both devices attached here)
   uint64_t reopened;       // sends that found a closed mailbox and went to its successor
+  uint64_t lock_steals;    // mailbox locks taken over from a producer that died holding one
 };
 
 class ShmFabric : public Fabric {
@@ -126,6 +132,16 @@ class ShmFabric : public Fabric {
   const Peer* open_live_peer(const Gid& dst) const;
   void drop_peer(const Gid& dst, Peer* p);
   std::string path_of(const Gid& gid) const;
+  // The liveness file of sender `id`: locked by its fabric for its lifetime, so that a producer
+  // waiting on a mailbox lock can tell a holder that died from a slow one.
+  std::string live_path(uint64_t id) const;
+  int make_live_file();
+  bool sender_alive(uint64_t id) const;
+  // The mailbox's producer lock: 0, -ENOBUFS (a live holder kept it past full_timeout_ms) or
+  // -ECONNRESET (the mailbox closed meanwhile).
+  int lock_mailbox(Mailbox* mb);
+  int lock_mailbox_slow(Mailbox* mb);
+  void unlock_mailbox(Mailbox* mb);
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
   // returns packets delivered.
   int drain(Local* l, int budget, std::vector<Packet>* out);
@@ -152,7 +168,8 @@ class ShmFabric : public Fabric {
 
   ShmFabricOptions opt_;
   std::string dir_;
-  uint64_t sender_id_ = 0;  // this fabric instance in fragment headers
+  uint64_t sender_id_ = 0;  // this fabric instance in fragment headers and mailbox locks
+  int live_fd_ = -1;        // its liveness file, held LOCK_EX
   std::atomic<uint64_t> next_msg_{1};
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.
@@ -175,7 +192,7 @@ class ShmFabric : public Fabric {
   // peers finds it with one load and a GID compare.
   std::atomic<Peer*> tx_hints_[kTxHints] = {};
   TxStripe tx_stripes_[kTxStripes];
-  mutable std::atomic<uint64_t> st_[12] = {};
+  mutable std::atomic<uint64_t> st_[13] = {};
 };
 
 }  // namespace net
