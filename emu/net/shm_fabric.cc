@@ -626,11 +626,6 @@ void ShmFabric::reclaim_peers() {
 
 int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   std::atomic<Peer*>& hint = tx_hint(dst);
-  Peer* h = hint.load(std::memory_order_seq_cst);
-  if (h != nullptr && same_gid(h->gid, dst)) {
-    *peer_p = h;
-    return 0;
-  }
   {
     std::shared_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
@@ -675,12 +670,16 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   return 0;
 }
 
-bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
+inline bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   if (p->dead.load(std::memory_order_relaxed)) return false;
   if (t == 0) t = now_ns();
   if (!force && t - p->checked_ns.load(std::memory_order_relaxed) < uint64_t{opt_.liveness_check_ms} * 1000000) {
     return true;
   }
+  return probe_peer(p, t);
+}
+
+bool ShmFabric::probe_peer(Peer* p, uint64_t t) {
   p->checked_ns.store(t, std::memory_order_relaxed);
   // The owner holds LOCK_EX for its lifetime; a free lock means it is gone. Our probe holds the
   // lock only for an instant, so a concurrent probe may see it busy: that errs on "alive".
@@ -791,9 +790,11 @@ inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
   *end_p = 0;
-  Peer* peer = nullptr;
-  int rc = open_peer(dst, &peer);
-  if (rc != 0) return rc;
+  Peer* peer = tx_hint(dst).load(std::memory_order_seq_cst);
+  if (peer == nullptr || !same_gid(peer->gid, dst)) {
+    int rc = open_peer(dst, &peer);
+    if (rc != 0) return rc;
+  }
   if (peer->mb->closed.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
@@ -811,11 +812,11 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
   Mailbox* mb = peer->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(mb) + kRingOffset;
   const uint64_t cap = mb->capacity;
-  uint8_t hdr[kPacketHeaderSize];
-  encode_header(pkt, hdr);
   const uint64_t total = kPacketHeaderSize + pkt.payload.size();
-  const uint64_t msg_id = next_msg_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t frag = opt_.fragment_bytes;
+  // Only fragments of one message need to be told apart from another's: a message that fits
+  // one fragment is never reassembled.
+  const uint64_t msg_id = total > frag ? next_msg_.fetch_add(1, std::memory_order_relaxed) : 0;
   uint64_t off = 0;
   uint64_t wait_start = 0;
   while (off < total) {
@@ -871,7 +872,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     uint8_t* d = ring + pos + sizeof(r);
     size_t done = 0;
     if (off == 0) {
-      std::memcpy(d, hdr, kPacketHeaderSize);
+      encode_header(pkt, d);
       done = kPacketHeaderSize;
     }
     if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves

@@ -117,8 +117,8 @@ class ShmFabric : public Fabric {
 
  private:
   explicit ShmFabric(const ShmFabricOptions& o);
-  // The open peer dst: from its hint, else the table, else its mailbox file. The pointer stays
-  // valid while the caller is in flight (tx_stripes_).
+  // The open peer dst when its hint does not name it: from the table, else its mailbox file. The
+  // pointer stays valid while the caller is in flight (tx_stripes_).
   int open_peer(const Gid& dst, Peer** peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
@@ -128,6 +128,8 @@ class ShmFabric : public Fabric {
   int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
   // `now_ns`: the steady clock (0: read it here).
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
+  // The flock probe behind peer_alive, at most once per liveness_check_ms.
+  bool probe_peer(Peer* p, uint64_t now_ns);
   // The open, live peer dst (its mailbox not closed), or null; caller holds peers_mu_.
   const Peer* open_live_peer(const Gid& dst) const;
   void drop_peer(const Gid& dst, Peer* p);
