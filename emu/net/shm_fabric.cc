@@ -47,6 +47,12 @@ constexpr int kStats = kLockSteals + 1;
 constexpr int kLockSpins = 128;
 constexpr uint64_t kLockProbeNs = 2000000;
 
+// Counters with one writer at a time (a mailbox's consumer, a peer's lock holder), which a
+// handover orders: a plain add, not a locked one. Readers sum them in stats().
+inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -167,6 +173,7 @@ struct ShmFabric::Local {
   std::atomic<uint64_t> last_poll_ns{0};
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
+  std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
 };
 
 struct ShmFabric::Peer {
@@ -177,8 +184,10 @@ struct ShmFabric::Peer {
   ino_t ino = 0;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
+  // Written under the mailbox's lock, which serializes every write of this fabric there.
   std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
   std::atomic<uint64_t> written_ns{0};  // when that record was published
+  std::atomic<uint64_t> frag_tx{0}, pkt_tx{0}, bytes_tx{0};
   ~Peer() {
     if (mb != nullptr) munmap(mb, map_len);
     if (fd >= 0) close(fd);
@@ -408,8 +417,8 @@ int ShmFabric::take_fragment(Local* lp, const RecordHeader& r, const uint8_t* da
   }
   if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
   if (rc == 1) {
-    st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
-    st_[kBytesRx].fetch_add(pkt->payload.size(), std::memory_order_relaxed);
+    bump(lp->pkt_rx, 1);
+    bump(lp->bytes_rx, pkt->payload.size());
   }
   return rc;
 }
@@ -442,7 +451,7 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
       h = t;
       break;
     }
-    st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
+    bump(lp->frag_rx, 1);
     const uint8_t* data = ring + pos + sizeof(r);
     h += rs;
     if (out != nullptr) {
@@ -620,6 +629,11 @@ void ShmFabric::reclaim_peers() {
   for (TxStripe& s : tx_stripes_) {
     if (s.in_flight.load(std::memory_order_seq_cst) != 0) return;
   }
+  for (const auto& p : retired_peers_) {  // their counts outlive them
+    st_[kFragTx].fetch_add(p->frag_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    st_[kPktTx].fetch_add(p->pkt_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    st_[kBytesTx].fetch_add(p->bytes_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
   retired_peers_.clear();
   retired_count_.store(0, std::memory_order_relaxed);
 }
@@ -723,7 +737,8 @@ int ShmFabric::send(const Gid& dst, Packet&& pkt) {
 
 int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
   *mark = 0;
-  if (send_local(dst, &pkt) == 1) return 0;
+  // Most sends go to other processes: a clear bit tells without a call.
+  if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) != 0 && send_local(dst, &pkt) == 1) return 0;
   return send_to_mailbox(dst, pkt, mark);
 }
 
@@ -878,13 +893,16 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
-    unlock_mailbox(mb);
-    uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
-    while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
-    }
+    // The tail only grows, so under the lock this fabric's latest end is the largest.
+    peer->sent_end.store(t + rs, std::memory_order_relaxed);
     peer->written_ns.store(sent_ns, std::memory_order_relaxed);
+    bump(peer->frag_tx, 1);
+    if (off + len == total) {
+      bump(peer->pkt_tx, 1);
+      bump(peer->bytes_tx, pkt.payload.size());
+    }
+    unlock_mailbox(mb);
     *end_p = t + rs;
-    st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
       mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
@@ -892,8 +910,6 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     }
     off += len;
   }
-  st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
-  st_[kBytesTx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
   return 0;
 }
 
@@ -933,6 +949,24 @@ ShmFabricStats ShmFabric::stats() const {
   static_assert(sizeof(out) / sizeof(out[0]) == kStats && sizeof(st_) / sizeof(st_[0]) == kStats,
                 "every counter is kept and reported");
   for (int i = 0; i < kStats; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    auto add_rx = [&s](const Local& l) {
+      s.fragments_rx += l.frag_rx.load(std::memory_order_relaxed);
+      s.packets_rx += l.pkt_rx.load(std::memory_order_relaxed);
+      s.bytes_rx += l.bytes_rx.load(std::memory_order_relaxed);
+    };
+    for (const auto& kv : locals_) add_rx(*kv.second);
+    for (const auto& l : retired_) add_rx(*l);
+  }
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto add_tx = [&s](const Peer& p) {
+    s.fragments_tx += p.frag_tx.load(std::memory_order_relaxed);
+    s.packets_tx += p.pkt_tx.load(std::memory_order_relaxed);
+    s.bytes_tx += p.bytes_tx.load(std::memory_order_relaxed);
+  };
+  for (const auto& kv : peers_) add_tx(*kv.second);
+  for (const auto& p : retired_peers_) add_tx(*p);
   return s;
 }
 

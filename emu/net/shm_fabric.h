@@ -175,7 +175,7 @@ class ShmFabric : public Fabric {
   std::atomic<uint64_t> next_msg_{1};
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.
-  std::mutex locals_mu_;
+  mutable std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
   // Detached locals, kept (their mailboxes unmapped) until the fabric goes, so that a poller
   // holding a stale rx_hint_ finds a live object whose `consuming` is taken for good.
@@ -186,7 +186,7 @@ class ShmFabric : public Fabric {
   // One bit per local GID (a hash), set while it is attached: most sends go to other processes,
   // and a clear bit sends them there without the lock and the table.
   std::atomic<uint64_t> local_bits_{0};
-  std::shared_mutex peers_mu_;
+  mutable std::shared_mutex peers_mu_;
   std::map<Gid, std::unique_ptr<Peer>> peers_;  // guarded by peers_mu_
   std::vector<std::unique_ptr<Peer>> retired_peers_;  // guarded by peers_mu_
   std::atomic<size_t> retired_count_{0};  // retired_peers_.size(), read without the lock

@@ -141,7 +141,9 @@ void encode_header(const Packet& pkt, uint8_t* out) {
   put32(out + kOffFlags + 4, 0);
 }
 
-int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
+namespace {
+
+inline int decode_fields(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   if (in[0] != static_cast<uint8_t>(PacketType::kRequest) &&
       in[0] != static_cast<uint8_t>(PacketType::kResponse) &&
       in[0] != static_cast<uint8_t>(PacketType::kDatagram)) {
@@ -175,9 +177,15 @@ int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   return 0;
 }
 
+}  // namespace
+
+int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
+  return decode_fields(in, pkt, payload_size);
+}
+
 int decode_message(const uint8_t* in, size_t len, Packet* pkt) {
   uint64_t n;
-  if (len < kPacketHeaderSize || decode_header(in, pkt, &n) != 0 || n != len - kPacketHeaderSize) {
+  if (len < kPacketHeaderSize || decode_fields(in, pkt, &n) != 0 || n != len - kPacketHeaderSize) {
     return -EBADMSG;
   }
   pkt->payload.assign(in + kPacketHeaderSize, in + len);
