@@ -344,6 +344,9 @@ TEST(ShmFabric, SendersRacingReopensNeitherTouchAFreedPeerNorKeepItsMailbox) {
   }
   EXPECT_EQ(a->send(gid_of(52), make_packet(gid_of(51), 2000, 64)), -EHOSTUNREACH);
   EXPECT_LE(open_fds(), fds + 2);
+  // Counts of freed peers are kept.
+  EXPECT_EQ(a->stats().packets_tx, sent.load() + 20);
+  EXPECT_EQ(a->stats().fragments_tx, sent.load() + 20);
 }
 
 // A thread that drives the device drains the mailbox itself; the receive thread stays parked
