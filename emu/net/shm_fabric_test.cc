@@ -319,6 +319,9 @@ TEST(ShmFabric, SendersRacingReopensNeitherTouchAFreedPeerNorKeepItsMailbox) {
     senders.emplace_back([&, i] {
       for (uint64_t t = 0; !stop.load(); ++t) {
         if (a->send(gid_of(52), make_packet(gid_of(51), t * 2 + i, 64)) == 0) sent.fetch_add(1);
+        // Paced: a sender that outruns the receive thread keeps its drain (and the detach after
+        // it) going for long under a sanitizer.
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     });
   }
