@@ -239,7 +239,8 @@ ShmFabric::~ShmFabric() {
   for (const Gid& g : gids) detach(g);
   // No send runs any more: every peer, retired or not, goes with its mapping.
   if (live_fd_ >= 0) {
-    unlink(live_path(sender_id_).c_str());
+    // A forked child that inherited this object must not unname the file its parent lives by.
+    if (getpid() == live_pid_) unlink(live_path(sender_id_).c_str());
     close(live_fd_);
   }
 }
@@ -261,6 +262,7 @@ int ShmFabric::make_live_file() {
     return err;
   }
   live_fd_ = fd;
+  live_pid_ = getpid();
   return 0;
 }
 

@@ -172,6 +172,7 @@ class ShmFabric : public Fabric {
   std::string dir_;
   uint64_t sender_id_ = 0;  // this fabric instance in fragment headers and mailbox locks
   int live_fd_ = -1;        // its liveness file, held LOCK_EX
+  int live_pid_ = 0;        // the process that made it
   std::atomic<uint64_t> next_msg_{1};
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.

@@ -167,6 +167,18 @@ TEST(ShmFabric, AProducerThatDiesHoldingTheLockDoesNotWedgeTheMailbox) {
   }
   EXPECT_EQ(sb.wait_for(1, 50), 0u);
   EXPECT_EQ(b->stats().malformed, 0u);
+  // The dead producer's liveness file goes with the next sweep; the live fabrics' stay.
+  auto live_files = [&] {
+    size_t n = 0;
+    if (DIR* d = opendir(a->dir().c_str())) {
+      while (dirent* e = readdir(d)) n += e->d_name[1] == '-' ? 1 : 0;
+      closedir(d);
+    }
+    return n;
+  };
+  EXPECT_EQ(live_files(), 3u);
+  a->sweep_stale();
+  EXPECT_EQ(live_files(), 2u);
   close(ready[0]);
   close(ready[1]);
 }
