@@ -89,12 +89,6 @@ constexpr uint32_t kSkip = 2;
 
 size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
 
-std::string hex64(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 std::string hex(const Gid& g) {
   static const char* d = "0123456789abcdef";
   std::string s;
@@ -141,10 +135,9 @@ struct ShmFabric::Mailbox {
   uint32_t version;
   uint32_t owner_pid;
   uint64_t capacity;
-  // Producers serialize on this word: 0 when free, else the holder's sender id, whose liveness
-  // file (ShmFabric::live_path) tells a waiter whether the holder still lives. A holder that died
-  // never published its record (tail moves last), so whoever takes the lock over finds the ring
-  // intact.
+  // Producers serialize on this word: 0 when free, else the holder's lock word (its slot in the
+  // senders file, which tells a waiter whether the holder still lives). A holder that died never
+  // published its record (tail moves last), so whoever takes the lock over finds the ring intact.
   std::atomic<uint64_t> lock_owner;
   alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
   alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
@@ -216,13 +209,9 @@ int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric
   // Someone else's directory (or a link planted there) must not receive our packets.
   if (!owner_only(st, S_IFDIR)) return -EACCES;
   std::random_device rd;
-  for (int attempt = 0;; ++attempt) {
-    f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-    if (f->sender_id_ == 0) continue;  // 0 is the free lock
-    int rc = f->make_live_file();
-    if (rc == 0) break;
-    if (rc != -EEXIST || attempt > 4) return rc;
-  }
+  f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  int rc = f->take_sender_slot();
+  if (rc != 0) return rc;
   f->sweep_stale();
   *fabric_p = std::move(f);
   return 0;
@@ -238,42 +227,69 @@ ShmFabric::~ShmFabric() {
   }
   for (const Gid& g : gids) detach(g);
   // No send runs any more: every peer, retired or not, goes with its mapping.
-  if (live_fd_ >= 0) {
-    // A forked child that inherited this object must not unname the file its parent lives by.
-    if (getpid() == live_pid_) unlink(live_path(sender_id_).c_str());
-    close(live_fd_);
-  }
+  // Closing the last descriptor of the senders file's description releases the slot; a forked
+  // child that shares it keeps the slot while it lives, as it keeps our locks.
+  if (senders_fd_ >= 0) close(senders_fd_);
 }
 
-std::string ShmFabric::live_path(uint64_t id) const { return dir_ + "/s-" + hex64(id); }
+namespace {
 
-int ShmFabric::make_live_file() {
-  // Locked before it gets its name (rename is atomic), so that no process ever sees this
-  // sender's file unlocked and takes the sender for dead.
-  std::string tmp = dir_ + "/t-" + hex64(sender_id_);
-  std::string path = live_path(sender_id_);
-  if (access(path.c_str(), F_OK) == 0) return -EEXIST;
-  int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+// The senders file: slot i is bytes [8i, 8i + 8), write-locked (an open file description lock,
+// released by the kernel when the process dies) by the fabric that owns it and holding that
+// fabric's lock word.
+constexpr int kMaxSenders = 1 << 15;
+constexpr int kSlotShift = 48;
+
+struct flock slot_range(uint64_t slot, short type) {
+  struct flock l{};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = static_cast<off_t>(slot * 8);
+  l.l_len = 8;
+  return l;
+}
+
+}  // namespace
+
+int ShmFabric::take_sender_slot() {
+  std::string path = dir_ + "/senders";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = -errno;
-    unlink(tmp.c_str());
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG)) {
     close(fd);
-    return err;
+    return -EACCES;
   }
-  live_fd_ = fd;
-  live_pid_ = getpid();
-  return 0;
+  for (uint64_t slot = 0; slot < kMaxSenders; ++slot) {
+    struct flock l = slot_range(slot, F_WRLCK);
+    if (fcntl(fd, F_OFD_SETLK, &l) != 0) continue;  // a live fabric's
+    // The slot number keeps the word unique among live fabrics, the random bits tell this owner
+    // of the slot from an earlier one that died holding a mailbox lock.
+    const uint64_t word = ((slot + 1) << kSlotShift) | (sender_id_ & ((uint64_t{1} << kSlotShift) - 1));
+    if (pwrite(fd, &word, sizeof(word), static_cast<off_t>(slot * 8)) != sizeof(word)) {
+      int err = errno != 0 ? -errno : -EIO;
+      close(fd);
+      return err;
+    }
+    senders_fd_ = fd;
+    lock_word_ = word;
+    return 0;
+  }
+  close(fd);
+  return -EUSERS;
 }
 
-bool ShmFabric::sender_alive(uint64_t id) const {
-  int fd = open(live_path(id).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno != ENOENT;  // gone: its owner died and was swept, or never was
-  // The sender holds LOCK_EX for its lifetime. Probes take LOCK_SH, so that two of them never
-  // mistake each other for the owner.
-  const bool alive = flock(fd, LOCK_SH | LOCK_NB) != 0;
-  close(fd);
-  return alive;
+bool ShmFabric::sender_alive(uint64_t word) const {
+  const uint64_t slot = (word >> kSlotShift) - 1;
+  if (slot >= kMaxSenders) return false;  // not a word any fabric takes
+  struct flock l = slot_range(slot, F_WRLCK);
+  if (fcntl(senders_fd_, F_OFD_GETLK, &l) != 0) return true;  // cannot tell: wait on
+  if (l.l_type == F_UNLCK) return false;  // nobody holds the slot: its owner died
+  // Held: by the holder, unless a newer fabric took the slot over (that one writes its own word
+  // right after it locks the slot; until then the holder still looks alive, which errs on waiting).
+  uint64_t cur = 0;
+  if (pread(senders_fd_, &cur, sizeof(cur), static_cast<off_t>(slot * 8)) != sizeof(cur)) return true;
+  return cur == word;
 }
 
 int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
@@ -282,7 +298,7 @@ int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
   for (int round = 0;; ++round) {
     uint64_t expect = 0;
     if (w.load(std::memory_order_relaxed) == 0 &&
-        w.compare_exchange_weak(expect, sender_id_, std::memory_order_acquire, std::memory_order_relaxed)) {
+        w.compare_exchange_weak(expect, lock_word_, std::memory_order_acquire, std::memory_order_relaxed)) {
       return 0;
     }
     if (round < kLockSpins) {
@@ -297,9 +313,9 @@ int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
     if (mb->closed.load(std::memory_order_acquire) != 0) return -ECONNRESET;
     if (now >= probe_at) {
       uint64_t holder = w.load(std::memory_order_acquire);
-      if (holder != 0 && holder != sender_id_ && !sender_alive(holder)) {
+      if (holder != 0 && holder != lock_word_ && !sender_alive(holder)) {
         // Its record was never published: the ring is as the last live holder left it.
-        if (w.compare_exchange_strong(holder, sender_id_, std::memory_order_acquire, std::memory_order_relaxed)) {
+        if (w.compare_exchange_strong(holder, lock_word_, std::memory_order_acquire, std::memory_order_relaxed)) {
           st_[kLockSteals].fetch_add(1, std::memory_order_relaxed);
           return 0;
         }
@@ -325,10 +341,7 @@ int ShmFabric::sweep_stale() {
   if (d == nullptr) return 0;
   int removed = 0;
   while (dirent* e = readdir(d)) {
-    const size_t n = std::strlen(e->d_name);
-    // Mailboxes (32 hex digits) and liveness files ("s-" or, before their rename, "t-" and 16).
-    const bool live_file = n == 18 && (e->d_name[0] == 's' || e->d_name[0] == 't') && e->d_name[1] == '-';
-    if (n != 32 && !live_file) continue;
+    if (std::strlen(e->d_name) != 32) continue;
     std::string p = dir_ + "/" + e->d_name;
     int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
@@ -338,17 +351,14 @@ int ShmFabric::sweep_stale() {
       close(fd);
       continue;
     }
-    // A liveness file is empty for good; one not yet renamed may not be locked yet either.
-    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5 && !(live_file && e->d_name[0] == 's');
+    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5;
     if (!fresh && owner_only(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // Nobody holds the owner lock: the process that created it is gone.
       struct stat now;
       if (stat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino) {
         unlink(p.c_str());
-        if (!live_file) {
-          ++removed;
-          st_[kStale].fetch_add(1, std::memory_order_relaxed);
-        }
+        ++removed;
+        st_[kStale].fetch_add(1, std::memory_order_relaxed);
       }
     }
     close(fd);
@@ -795,7 +805,7 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
 
 inline int ShmFabric::lock_mailbox(Mailbox* mb) {
   uint64_t expect = 0;
-  if (mb->lock_owner.compare_exchange_strong(expect, sender_id_, std::memory_order_acquire,
+  if (mb->lock_owner.compare_exchange_strong(expect, lock_word_, std::memory_order_acquire,
                                              std::memory_order_relaxed)) {
     return 0;
   }

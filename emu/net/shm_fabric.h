@@ -1,9 +1,9 @@
 // A Fabric between processes on one host. Every attached GID owns a mailbox: a file in a
 // per-user, owner-only directory (0700, files 0600) mapped by every sender, holding a
 // multi-producer ring of packet fragments. Producers serialize on a lock word that names its
-// holder; every fabric holds a lock on a liveness file of its own for its lifetime, so that a
-// producer that waits long on the word asks whether the holder lives, and takes the lock over
-// from one that died (which had not published its record: the ring is intact). The ring has one consumer
+// holder's slot in the directory's senders file, which every fabric keeps locked for its
+// lifetime: a producer that waits long on the word asks whether the holder lives, and takes the
+// lock over from one that died (which had not published its record: the ring is intact). The ring has one consumer
 // at a time: a thread that drives the owning device (poll_rx(), called from every engine pass)
 // drains it itself, so a ping-pong between polling processes pays no thread hand-off; the
 // owner's receive thread parks while such polls come in and takes over when they stop. It
@@ -134,11 +134,11 @@ class ShmFabric : public Fabric {
   const Peer* open_live_peer(const Gid& dst) const;
   void drop_peer(const Gid& dst, Peer* p);
   std::string path_of(const Gid& gid) const;
-  // The liveness file of sender `id`: locked by its fabric for its lifetime, so that a producer
-  // waiting on a mailbox lock can tell a holder that died from a slow one.
-  std::string live_path(uint64_t id) const;
-  int make_live_file();
-  bool sender_alive(uint64_t id) const;
+  // A slot of the directory's senders file, locked for this fabric's lifetime: the lock word it
+  // puts in a mailbox's lock names the slot, so that a producer waiting on that lock can tell a
+  // holder that died from a slow one.
+  int take_sender_slot();
+  bool sender_alive(uint64_t lock_word) const;
   // The mailbox's producer lock: 0, -ENOBUFS (a live holder kept it past full_timeout_ms) or
   // -ECONNRESET (the mailbox closed meanwhile).
   int lock_mailbox(Mailbox* mb);
@@ -171,8 +171,8 @@ class ShmFabric : public Fabric {
   ShmFabricOptions opt_;
   std::string dir_;
   uint64_t sender_id_ = 0;  // this fabric instance in fragment headers and mailbox locks
-  int live_fd_ = -1;        // its liveness file, held LOCK_EX
-  int live_pid_ = 0;        // the process that made it
+  int senders_fd_ = -1;     // the senders file; its description holds our slot's lock
+  uint64_t lock_word_ = 0;  // slot + 1 in the top 16 bits, random bits below; never 0
   std::atomic<uint64_t> next_msg_{1};
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.
