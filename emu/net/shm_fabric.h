@@ -3,12 +3,13 @@
 // multi-producer ring of packet fragments. Producers serialize on a lock word that names its
 // holder's slot in the directory's senders file, which every fabric keeps locked for its
 // lifetime: a producer that waits long on the word asks whether the holder lives, and takes the
-// lock over from one that died (which had not published its record: the ring is intact). The ring has one consumer
-// at a time: a thread that drives the owning device (poll_rx(), called from every engine pass)
-// drains it itself, so a ping-pong between polling processes pays no thread hand-off; the
-// owner's receive thread parks while such polls come in and takes over when they stop. It
-// sleeps on a futex in the mailbox when the ring is empty, so an idle fabric costs no CPU, and
-// spins briefly after traffic so that a ping-pong does not pay a wakeup per message.
+// lock over from one that died (which had not published its record: the ring is intact). The
+// ring has one consumer at a time: a thread that drives the owning device (poll_rx(), called
+// from every engine pass) drains it itself, so a ping-pong between polling processes pays no
+// thread hand-off; the owner's receive thread parks while such polls come in and takes over
+// when they stop. It sleeps on a futex in the mailbox when the ring is empty, so an idle fabric
+// costs no CPU, and spins briefly after traffic so that a ping-pong does not pay a wakeup per
+// message.
 //
 // Payload bytes are written into the receiver's ring once by the sender and copied out once by
 // the receiver; large packets are cut into fragments so that a packet may exceed the ring and
@@ -170,7 +171,7 @@ class ShmFabric : public Fabric {
 
   ShmFabricOptions opt_;
   std::string dir_;
-  uint64_t sender_id_ = 0;  // this fabric instance in fragment headers and mailbox locks
+  uint64_t sender_id_ = 0;  // this fabric instance in fragment headers
   int senders_fd_ = -1;     // the senders file; its description holds our slot's lock
   uint64_t lock_word_ = 0;  // slot + 1 in the top 16 bits, random bits below; never 0
   std::atomic<uint64_t> next_msg_{1};
