@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -31,14 +30,35 @@ namespace net {
 namespace {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
-// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass
-constexpr uint32_t kVersion = 5;
+// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
+// 6: the producer lock is a word naming its holder
+constexpr uint32_t kVersion = 6;
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
   kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
-  kReopened
+  kReopened, kLockSteals
 };
+constexpr int kStats = kLockSteals + 1;
+
+// A producer that finds the mailbox lock taken spins this often, then yields; it asks whether the
+// holder lives only after kLockProbeNs of waiting (a live holder keeps it for one memcpy).
+constexpr int kLockSpins = 128;
+constexpr uint64_t kLockProbeNs = 2000000;
+
+// Counters with one writer at a time (a mailbox's consumer, a peer's lock holder), which a
+// handover orders: a plain add, not a locked one. Readers sum them in stats().
+inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 // The engine's clock, which hands its pass times to poll_rx_batch. Times from another process
 // (a mailbox's polled_ns) agree with it within kCrossProcessSlackNs, so "a pass began after this
@@ -50,8 +70,10 @@ int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts)
   return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
 }
 
+}  // namespace
+
 // A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.
-struct RecordHeader {
+struct ShmFabric::RecordHeader {
   uint32_t len;
   uint32_t kind;  // kFragment, or kSkip: the rest of the ring up to its end is unused
   uint64_t sender;
@@ -59,6 +81,8 @@ struct RecordHeader {
   uint64_t total;
   uint64_t off;
 };
+namespace {
+using RecordHeader = ShmFabric::RecordHeader;
 constexpr uint32_t kFragment = 1;
 constexpr uint32_t kSkip = 2;
 
@@ -74,11 +98,20 @@ std::string hex(const Gid& g) {
   return s;
 }
 
-uint64_t gid_bit(const Gid& g) {
+uint64_t gid_hash(const Gid& g) {
   uint64_t a, b;
   std::memcpy(&a, g.data(), 8);
   std::memcpy(&b, g.data() + 8, 8);
-  return uint64_t{1} << (((a ^ b) * 0x9e3779b97f4a7c15ull) >> 58);
+  return (a ^ b) * 0x9e3779b97f4a7c15ull;
+}
+
+uint64_t gid_bit(const Gid& g) { return uint64_t{1} << (gid_hash(g) >> 58); }
+
+// Threads spread over the stripes so that two sending threads rarely share a counter's line.
+int my_tx_stripe(int stripes) {
+  static std::atomic<uint32_t> next{0};
+  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % stripes);
+  return stripe;
 }
 
 bool same_gid(const Gid& x, const Gid& y) {
@@ -101,7 +134,10 @@ struct ShmFabric::Mailbox {
   uint32_t version;
   uint32_t owner_pid;
   uint64_t capacity;
-  pthread_mutex_t lock;
+  // Producers serialize on this word: 0 when free, else the holder's lock word (its slot in the
+  // senders file, which tells a waiter whether the holder still lives). A holder that died never
+  // published its record (tail moves last), so whoever takes the lock over finds the ring intact.
+  std::atomic<uint64_t> lock_owner;
   alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
   alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
   alignas(64) std::atomic<uint32_t> wake_seq;
@@ -129,17 +165,21 @@ struct ShmFabric::Local {
   std::atomic<uint64_t> last_poll_ns{0};
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
+  std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
 };
 
 struct ShmFabric::Peer {
+  Gid gid{};
   int fd = -1;
   Mailbox* mb = nullptr;
   size_t map_len = 0;
   ino_t ino = 0;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
+  // Written under the mailbox's lock, which serializes every write of this fabric there.
   std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
   std::atomic<uint64_t> written_ns{0};  // when that record was published
+  std::atomic<uint64_t> frag_tx{0}, pkt_tx{0}, bytes_tx{0};
   ~Peer() {
     if (mb != nullptr) munmap(mb, map_len);
     if (fd >= 0) close(fd);
@@ -169,6 +209,8 @@ int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric
   if (!owner_only(st, S_IFDIR)) return -EACCES;
   std::random_device rd;
   f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  int rc = f->take_sender_slot();
+  if (rc != 0) return rc;
   f->sweep_stale();
   *fabric_p = std::move(f);
   return 0;
@@ -183,6 +225,112 @@ ShmFabric::~ShmFabric() {
     for (auto& kv : locals_) gids.push_back(kv.first);
   }
   for (const Gid& g : gids) detach(g);
+  // No send runs any more: every peer, retired or not, goes with its mapping.
+  // Closing the last descriptor of the senders file's description releases the slot; a forked
+  // child that shares it keeps the slot while it lives, as it keeps our locks.
+  if (senders_fd_ >= 0) close(senders_fd_);
+}
+
+namespace {
+
+// The senders file: slot i is bytes [8i, 8i + 8), write-locked (an open file description lock,
+// released by the kernel when the process dies) by the fabric that owns it and holding that
+// fabric's lock word.
+constexpr int kMaxSenders = 1 << 15;
+constexpr int kSlotShift = 48;
+
+struct flock slot_range(uint64_t slot, short type) {
+  struct flock l{};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = static_cast<off_t>(slot * 8);
+  l.l_len = 8;
+  return l;
+}
+
+}  // namespace
+
+int ShmFabric::take_sender_slot() {
+  std::string path = dir_ + "/senders";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG)) {
+    close(fd);
+    return -EACCES;
+  }
+  for (uint64_t slot = 0; slot < kMaxSenders; ++slot) {
+    struct flock l = slot_range(slot, F_WRLCK);
+    if (fcntl(fd, F_OFD_SETLK, &l) != 0) continue;  // a live fabric's
+    // The slot number keeps the word unique among live fabrics, the random bits tell this owner
+    // of the slot from an earlier one that died holding a mailbox lock.
+    const uint64_t word = ((slot + 1) << kSlotShift) | (sender_id_ & ((uint64_t{1} << kSlotShift) - 1));
+    if (pwrite(fd, &word, sizeof(word), static_cast<off_t>(slot * 8)) != sizeof(word)) {
+      int err = errno != 0 ? -errno : -EIO;
+      close(fd);
+      return err;
+    }
+    senders_fd_ = fd;
+    lock_word_ = word;
+    return 0;
+  }
+  close(fd);
+  return -EUSERS;
+}
+
+bool ShmFabric::sender_alive(uint64_t word) const {
+  const uint64_t slot = (word >> kSlotShift) - 1;
+  if (slot >= kMaxSenders) return false;  // not a word any fabric takes
+  struct flock l = slot_range(slot, F_WRLCK);
+  if (fcntl(senders_fd_, F_OFD_GETLK, &l) != 0) return true;  // cannot tell: wait on
+  if (l.l_type == F_UNLCK) return false;  // nobody holds the slot: its owner died
+  // Held: by the holder, unless a newer fabric took the slot over (that one writes its own word
+  // right after it locks the slot; until then the holder still looks alive, which errs on waiting).
+  uint64_t cur = 0;
+  if (pread(senders_fd_, &cur, sizeof(cur), static_cast<off_t>(slot * 8)) != sizeof(cur)) return true;
+  return cur == word;
+}
+
+int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
+  std::atomic<uint64_t>& w = mb->lock_owner;
+  uint64_t start = 0, probe_at = 0;
+  for (int round = 0;; ++round) {
+    uint64_t expect = 0;
+    if (w.load(std::memory_order_relaxed) == 0 &&
+        w.compare_exchange_weak(expect, lock_word_, std::memory_order_acquire, std::memory_order_relaxed)) {
+      return 0;
+    }
+    if (round < kLockSpins) {
+      cpu_relax();
+      continue;
+    }
+    const uint64_t now = now_ns();
+    if (start == 0) {
+      start = now;
+      probe_at = now + kLockProbeNs;
+    }
+    if (mb->closed.load(std::memory_order_acquire) != 0) return -ECONNRESET;
+    if (now >= probe_at) {
+      uint64_t holder = w.load(std::memory_order_acquire);
+      if (holder != 0 && holder != lock_word_ && !sender_alive(holder)) {
+        // Its record was never published: the ring is as the last live holder left it.
+        if (w.compare_exchange_strong(holder, lock_word_, std::memory_order_acquire, std::memory_order_relaxed)) {
+          st_[kLockSteals].fetch_add(1, std::memory_order_relaxed);
+          return 0;
+        }
+        continue;
+      }
+      probe_at = now + kLockProbeNs;
+    }
+    // A live holder that does not let go (stopped, or starved of CPU): give up like on a full ring.
+    if (now - start > uint64_t{opt_.full_timeout_ms} * 1000000) return -ENOBUFS;
+    if (round < 4 * kLockSpins) {
+      sched_yield();
+    } else {
+      timespec ts{0, 20 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
 }
 
 std::string ShmFabric::path_of(const Gid& gid) const { return dir_ + "/" + hex(gid); }
@@ -254,12 +402,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->version = kVersion;
   mb->owner_pid = static_cast<uint32_t>(getpid());
   mb->capacity = opt_.ring_bytes;
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&mb->lock, &a);
-  pthread_mutexattr_destroy(&a);
+  mb->lock_owner.store(0);
   mb->tail.store(0);
   mb->head.store(0);
   mb->wake_seq.store(0);
@@ -273,6 +416,22 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   locals_.emplace(gid, std::move(l));
   local_bits_.fetch_or(gid_bit(gid), std::memory_order_release);
   return 0;
+}
+
+int ShmFabric::take_fragment(Local* lp, const RecordHeader& r, const uint8_t* data, Packet* pkt) {
+  int rc;
+  if (r.off == 0 && r.len == r.total) {
+    // The whole message in one fragment (every small packet): nothing to reassemble.
+    rc = decode_message(data, r.len, pkt) == 0 ? 1 : -EBADMSG;
+  } else {
+    rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, data, r.len, pkt);
+  }
+  if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+  if (rc == 1) {
+    bump(lp->pkt_rx, 1);
+    bump(lp->bytes_rx, pkt->payload.size());
+  }
+  return rc;
 }
 
 int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
@@ -303,22 +462,27 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
       h = t;
       break;
     }
-    st_[kFragRx].fetch_add(1, std::memory_order_relaxed);
-    Packet pkt;
-    int rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, ring + pos + sizeof(r), r.len, &pkt);
+    bump(lp->frag_rx, 1);
+    const uint8_t* data = ring + pos + sizeof(r);
     h += rs;
-    // Release the space before delivering, so that a producer waiting on a full ring goes on.
-    box->head.store(h, std::memory_order_release);
-    if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-    if (rc == 1) {
-      st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
-      st_[kBytesRx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
-      if (out != nullptr) {
-        out->push_back(std::move(pkt));
+    if (out != nullptr) {
+      // Decoded in its place in the batch: no packet built elsewhere and moved in.
+      out->emplace_back();
+      if (take_fragment(lp, r, data, &out->back()) == 1) {
+        ++delivered;
       } else {
-        lp->sink->deliver(std::move(pkt));
+        out->pop_back();
       }
-      ++delivered;
+      box->head.store(h, std::memory_order_release);
+    } else {
+      Packet pkt;
+      int rc = take_fragment(lp, r, data, &pkt);
+      // Release the space before delivering, so that a producer waiting on a full ring goes on.
+      box->head.store(h, std::memory_order_release);
+      if (rc == 1) {
+        lp->sink->deliver(std::move(pkt));
+        ++delivered;
+      }
     }
     if (h == t) t = box->tail.load(std::memory_order_acquire);
   }
@@ -446,23 +610,62 @@ void ShmFabric::detach(const Gid& gid) {
   close(l->fd);
   l->fd = -1;
   l->reasm = Reassembler();  // its partial messages' memory; the object itself stays
-  std::unique_lock<std::shared_mutex> plock(peers_mu_);
-  peers_.erase(gid);
+  {
+    std::unique_lock<std::shared_mutex> plock(peers_mu_);
+    auto it = peers_.find(gid);
+    if (it != peers_.end()) retire_peer_locked(it);
+  }
+  reclaim_peers();
 }
 
-int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
+std::atomic<ShmFabric::Peer*>& ShmFabric::tx_hint(const Gid& dst) {
+  return tx_hints_[gid_hash(dst) >> 60];
+}
+
+void ShmFabric::retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it) {
+  Peer* p = it->second.get();
+  Peer* expect = p;
+  tx_hint(it->first).compare_exchange_strong(expect, nullptr, std::memory_order_seq_cst);
+  retired_peers_.push_back(std::move(it->second));
+  peers_.erase(it);
+  retired_count_.store(retired_peers_.size(), std::memory_order_relaxed);
+}
+
+void ShmFabric::reclaim_peers() {
+  std::unique_lock<std::shared_mutex> lock(peers_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || retired_peers_.empty()) return;
+  // A sender that could still hold a retired peer marked its stripe before it loaded the hint or
+  // searched the table, both of which lost the peer before this: an empty stripe seen now means
+  // that sender has left. A busy stripe postpones the freeing to a later call.
+  for (TxStripe& s : tx_stripes_) {
+    if (s.in_flight.load(std::memory_order_seq_cst) != 0) return;
+  }
+  for (const auto& p : retired_peers_) {  // their counts outlive them
+    st_[kFragTx].fetch_add(p->frag_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    st_[kPktTx].fetch_add(p->pkt_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    st_[kBytesTx].fetch_add(p->bytes_tx.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  retired_peers_.clear();
+  retired_count_.store(0, std::memory_order_relaxed);
+}
+
+int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
+  std::atomic<Peer*>& hint = tx_hint(dst);
   {
     std::shared_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
     if (it != peers_.end()) {
-      *peer_p = it->second;
+      *peer_p = it->second.get();
+      // Under the lock, so that a retire (exclusive) cannot slip between the find and the store.
+      hint.store(*peer_p, std::memory_order_seq_cst);
       return 0;
     }
   }
   std::string p = path_of(dst);
   int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -EHOSTUNREACH;
-  std::shared_ptr<Peer> peer(new Peer());
+  std::unique_ptr<Peer> peer(new Peer());
+  peer->gid = dst;
   peer->fd = fd;
   struct stat st;
   if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG) ||
@@ -481,21 +684,27 @@ int ShmFabric::open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
   if (!peer_alive(peer.get(), true, 0)) {
-    drop_peer(dst, peer);
+    drop_peer(dst, peer.get());  // not in the table: only its file goes
     return -EHOSTUNREACH;
   }
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
-  auto ins = peers_.emplace(dst, peer);
-  *peer_p = ins.first->second;
+  // A concurrent open that won keeps its peer; ours was never seen by anyone and goes now.
+  auto ins = peers_.emplace(dst, std::move(peer));
+  *peer_p = ins.first->second.get();
+  hint.store(*peer_p, std::memory_order_seq_cst);
   return 0;
 }
 
-bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
+inline bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   if (p->dead.load(std::memory_order_relaxed)) return false;
   if (t == 0) t = now_ns();
   if (!force && t - p->checked_ns.load(std::memory_order_relaxed) < uint64_t{opt_.liveness_check_ms} * 1000000) {
     return true;
   }
+  return probe_peer(p, t);
+}
+
+bool ShmFabric::probe_peer(Peer* p, uint64_t t) {
   p->checked_ns.store(t, std::memory_order_relaxed);
   // The owner holds LOCK_EX for its lifetime; a free lock means it is gone. Our probe holds the
   // lock only for an instant, so a concurrent probe may see it busy: that errs on "alive".
@@ -505,14 +714,14 @@ bool ShmFabric::peer_alive(Peer* p, bool force, uint64_t t) {
   return false;
 }
 
-void ShmFabric::drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p) {
+void ShmFabric::drop_peer(const Gid& dst, Peer* p) {
   std::string path = path_of(dst);
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && st.st_ino == p->ino) unlink(path.c_str());
   st_[kDead].fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);
-  if (it != peers_.end() && it->second == p) peers_.erase(it);
+  if (it != peers_.end() && it->second.get() == p) retire_peer_locked(it);
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
@@ -539,7 +748,8 @@ int ShmFabric::send(const Gid& dst, Packet&& pkt) {
 
 int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
   *mark = 0;
-  if (send_local(dst, &pkt) == 1) return 0;
+  // Most sends go to other processes: a clear bit tells without a call.
+  if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) != 0 && send_local(dst, &pkt) == 1) return 0;
   return send_to_mailbox(dst, pkt, mark);
 }
 
@@ -553,6 +763,9 @@ int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
 }
 
 int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
+  // Before any peer is looked up: pairs with reclaim_peers()'s scan of the stripes.
+  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);
   bool closed = false;
   int rc = send_remote(dst, pkt, &closed, mark);
   if (closed) {
@@ -561,7 +774,9 @@ int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark
     rc = send_remote(dst, pkt, &closed, mark);
     if (closed) rc = -EHOSTUNREACH;
   }
+  stripe.in_flight.fetch_sub(1, std::memory_order_release);
   if (rc != 0) *mark = 0;
+  if (retired_count_.load(std::memory_order_relaxed) != 0) reclaim_peers();
   return rc;
 }
 
@@ -587,59 +802,71 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
          mb->polled_ns.load(std::memory_order_relaxed) < sent_ns + kCrossProcessSlackNs;
 }
 
+inline int ShmFabric::lock_mailbox(Mailbox* mb) {
+  uint64_t expect = 0;
+  if (mb->lock_owner.compare_exchange_strong(expect, lock_word_, std::memory_order_acquire,
+                                             std::memory_order_relaxed)) {
+    return 0;
+  }
+  return lock_mailbox_slow(mb);
+}
+
+inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std::memory_order_release); }
+
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
   *closed = false;
   *end_p = 0;
-  std::shared_ptr<Peer> peer;
-  int rc = open_peer(dst, &peer);
-  if (rc != 0) return rc;
+  Peer* peer = tx_hint(dst).load(std::memory_order_seq_cst);
+  if (peer == nullptr || !same_gid(peer->gid, dst)) {
+    int rc = open_peer(dst, &peer);
+    if (rc != 0) return rc;
+  }
   if (peer->mb->closed.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::shared_mutex> lock(peers_mu_);
     auto it = peers_.find(dst);
-    if (it != peers_.end() && it->second == peer) peers_.erase(it);
+    if (it != peers_.end() && it->second.get() == peer) retire_peer_locked(it);
     *closed = true;
     return -EHOSTUNREACH;
   }
   // One clock read per packet: the liveness check's and the time of the write (a packet's
   // fragments are written within microseconds unless the ring is full, which reads it again).
   uint64_t sent_ns = now_ns();
-  if (!peer_alive(peer.get(), false, sent_ns)) {
+  if (!peer_alive(peer, false, sent_ns)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;
   }
   Mailbox* mb = peer->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(mb) + kRingOffset;
   const uint64_t cap = mb->capacity;
-  uint8_t hdr[kPacketHeaderSize];
-  encode_header(pkt, hdr);
   const uint64_t total = kPacketHeaderSize + pkt.payload.size();
-  const uint64_t msg_id = next_msg_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t frag = opt_.fragment_bytes;
+  // Only fragments of one message need to be told apart from another's: a message that fits
+  // one fragment is never reassembled.
+  const uint64_t msg_id = total > frag ? next_msg_.fetch_add(1, std::memory_order_relaxed) : 0;
   uint64_t off = 0;
   uint64_t wait_start = 0;
   while (off < total) {
     const size_t len = static_cast<size_t>(std::min(frag, total - off));
     const size_t rs = record_size(len);
-    int lr = pthread_mutex_lock(&mb->lock);
-    if (lr == EOWNERDEAD) {
-      // A producer died mid-record; its record was never published, so the ring is intact.
-      pthread_mutex_consistent(&mb->lock);
-    } else if (lr != 0) {
+    int lr = lock_mailbox(mb);
+    if (lr == -ECONNRESET) {
+      *closed = off == 0;  // as below: a partly written packet goes with its mailbox
       return -EHOSTUNREACH;
     }
+    if (lr != 0) return lr;
     uint64_t t = mb->tail.load(std::memory_order_relaxed);
     uint64_t h = mb->head.load(std::memory_order_acquire);
     uint64_t pos = t & (cap - 1);
     uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
     if (cap - (t - h) < need) {
-      pthread_mutex_unlock(&mb->lock);
+      unlock_mailbox(mb);
       uint64_t now = now_ns();
       if (wait_start == 0) {
         wait_start = now;
         st_[kFullWaits].fetch_add(1, std::memory_order_relaxed);
       }
       sent_ns = now;
-      if (!peer_alive(peer.get(), false, now)) {
+      if (!peer_alive(peer, false, now)) {
         drop_peer(dst, peer);
         return -EHOSTUNREACH;
       }
@@ -671,18 +898,22 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     uint8_t* d = ring + pos + sizeof(r);
     size_t done = 0;
     if (off == 0) {
-      std::memcpy(d, hdr, kPacketHeaderSize);
+      encode_header(pkt, d);
       done = kPacketHeaderSize;
     }
+    if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
-    pthread_mutex_unlock(&mb->lock);
-    uint64_t end = peer->sent_end.load(std::memory_order_relaxed);
-    while (end < t + rs && !peer->sent_end.compare_exchange_weak(end, t + rs, std::memory_order_relaxed)) {
-    }
+    // The tail only grows, so under the lock this fabric's latest end is the largest.
+    peer->sent_end.store(t + rs, std::memory_order_relaxed);
     peer->written_ns.store(sent_ns, std::memory_order_relaxed);
+    bump(peer->frag_tx, 1);
+    if (off + len == total) {
+      bump(peer->pkt_tx, 1);
+      bump(peer->bytes_tx, pkt.payload.size());
+    }
+    unlock_mailbox(mb);
     *end_p = t + rs;
-    st_[kFragTx].fetch_add(1, std::memory_order_relaxed);
     // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
       mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
@@ -690,8 +921,6 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     }
     off += len;
   }
-  st_[kPktTx].fetch_add(1, std::memory_order_relaxed);
-  st_[kBytesTx].fetch_add(pkt.payload.size(), std::memory_order_relaxed);
   return 0;
 }
 
@@ -726,8 +955,29 @@ ShmFabricStats ShmFabric::stats() const {
   ShmFabricStats s;
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,
                      &s.bytes_tx, &s.bytes_rx, &s.full_waits, &s.dead_peers,
-                     &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened};
-  for (int i = 0; i < 12; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+                     &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened,
+                     &s.lock_steals};
+  static_assert(sizeof(out) / sizeof(out[0]) == kStats && sizeof(st_) / sizeof(st_[0]) == kStats,
+                "every counter is kept and reported");
+  for (int i = 0; i < kStats; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    auto add_rx = [&s](const Local& l) {
+      s.fragments_rx += l.frag_rx.load(std::memory_order_relaxed);
+      s.packets_rx += l.pkt_rx.load(std::memory_order_relaxed);
+      s.bytes_rx += l.bytes_rx.load(std::memory_order_relaxed);
+    };
+    for (const auto& kv : locals_) add_rx(*kv.second);
+    for (const auto& l : retired_) add_rx(*l);
+  }
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto add_tx = [&s](const Peer& p) {
+    s.fragments_tx += p.frag_tx.load(std::memory_order_relaxed);
+    s.packets_tx += p.pkt_tx.load(std::memory_order_relaxed);
+    s.bytes_tx += p.bytes_tx.load(std::memory_order_relaxed);
+  };
+  for (const auto& kv : peers_) add_tx(*kv.second);
+  for (const auto& p : retired_peers_) add_tx(*p);
   return s;
 }
 

@@ -1,12 +1,15 @@
 // A Fabric between processes on one host. Every attached GID owns a mailbox: a file in a
 // per-user, owner-only directory (0700, files 0600) mapped by every sender, holding a
-// multi-producer ring of packet fragments. Producers serialize on a robust process-shared
-// mutex (a producer that dies holding it does not wedge the mailbox). The ring has one consumer
-// at a time: a thread that drives the owning device (poll_rx(), called from every engine pass)
-// drains it itself, so a ping-pong between polling processes pays no thread hand-off; the
-// owner's receive thread parks while such polls come in and takes over when they stop. It
-// sleeps on a futex in the mailbox when the ring is empty, so an idle fabric costs no CPU, and
-// spins briefly after traffic so that a ping-pong does not pay a wakeup per message.
+// multi-producer ring of packet fragments. Producers serialize on a lock word that names its
+// holder's slot in the directory's senders file, which every fabric keeps locked for its
+// lifetime: a producer that waits long on the word asks whether the holder lives, and takes the
+// lock over from one that died (which had not published its record: the ring is intact). The
+// ring has one consumer at a time: a thread that drives the owning device (poll_rx(), called
+// from every engine pass) drains it itself, so a ping-pong between polling processes pays no
+// thread hand-off; the owner's receive thread parks while such polls come in and takes over
+// when they stop. It sleeps on a futex in the mailbox when the ring is empty, so an idle fabric
+// costs no CPU, and spins briefly after traffic so that a ping-pong does not pay a wakeup per
+// message.
 //
 // Payload bytes are written into the receiver's ring once by the sender and copied out once by
 // the receiver; large packets are cut into fragments so that a packet may exceed the ring and
@@ -61,6 +64,9 @@ struct ShmFabricOptions {
   // Tests: every cross-process copy fails with this errno (EPERM as under Yama's ptrace_scope,
   // ESRCH), so that the fallback through the mailbox is exercised. 0: real copies.
   int peer_copy_errno = 0;
+  // Tests: a send takes the mailbox lock, writes its record's header and returns -EIO without
+  // publishing the record or letting go of the lock, as a producer killed right there leaves it.
+  bool test_abandon_lock = false;
 };
 
 struct ShmFabricStats {
@@ -68,6 +74,7 @@ struct ShmFabricStats {
   uint64_t full_waits, dead_peers, stale_removed, malformed;
   uint64_t local_packets;  // delivered without a mailbox (both devices attached here)
   uint64_t reopened;       // sends that found a closed mailbox and went to its successor
+  uint64_t lock_steals;    // mailbox locks taken over from a producer that died holding one
 };
 
 class ShmFabric : public Fabric {
@@ -107,10 +114,13 @@ class ShmFabric : public Fabric {
   struct Mailbox;  // implementation detail, public for the .cc's helpers
   struct Local;
   struct Peer;
+  struct RecordHeader;
 
  private:
   explicit ShmFabric(const ShmFabricOptions& o);
-  int open_peer(const Gid& dst, std::shared_ptr<Peer>* peer_p);
+  // The open peer dst when its hint does not name it: from the table, else its mailbox file. The
+  // pointer stays valid while the caller is in flight (tx_stripes_).
+  int open_peer(const Gid& dst, Peer** peer_p);
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
   // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.
@@ -119,22 +129,55 @@ class ShmFabric : public Fabric {
   int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
   // `now_ns`: the steady clock (0: read it here).
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
+  // The flock probe behind peer_alive, at most once per liveness_check_ms.
+  bool probe_peer(Peer* p, uint64_t now_ns);
   // The open, live peer dst (its mailbox not closed), or null; caller holds peers_mu_.
   const Peer* open_live_peer(const Gid& dst) const;
-  void drop_peer(const Gid& dst, const std::shared_ptr<Peer>& p);
+  void drop_peer(const Gid& dst, Peer* p);
   std::string path_of(const Gid& gid) const;
+  // A slot of the directory's senders file, locked for this fabric's lifetime: the lock word it
+  // puts in a mailbox's lock names the slot, so that a producer waiting on that lock can tell a
+  // holder that died from a slow one.
+  int take_sender_slot();
+  bool sender_alive(uint64_t lock_word) const;
+  // The mailbox's producer lock: 0, -ENOBUFS (a live holder kept it past full_timeout_ms) or
+  // -ECONNRESET (the mailbox closed meanwhile).
+  int lock_mailbox(Mailbox* mb);
+  int lock_mailbox_slow(Mailbox* mb);
+  void unlock_mailbox(Mailbox* mb);
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
   // returns packets delivered.
   int drain(Local* l, int budget, std::vector<Packet>* out);
+  // One fragment record's bytes into *pkt: 1 when that completes a packet, 0 when more fragments
+  // are needed, -EBADMSG (counted as malformed).
+  int take_fragment(Local* l, const RecordHeader& r, const uint8_t* data, Packet* pkt);
   void receive_loop(Local* l);
+
+  // Senders mark themselves in flight on a per-thread stripe while they hold a Peer found
+  // without peers_mu_; a retired peer is unmapped only once every stripe was seen empty after it
+  // left the table and the hints (a grace period), never by a sender that waits for it.
+  static constexpr int kTxStripes = 16;
+  static constexpr int kTxHints = 16;
+  struct alignas(64) TxStripe {
+    std::atomic<uint32_t> in_flight{0};
+  };
+  // The hint slot of dst.
+  std::atomic<Peer*>& tx_hint(const Gid& dst);
+  // Takes p out of the table and the hints; it is freed after a grace period. Caller holds
+  // peers_mu_ exclusively.
+  void retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it);
+  // Frees retired peers when no sender can still hold one; the caller is not in flight.
+  void reclaim_peers();
 
   ShmFabricOptions opt_;
   std::string dir_;
   uint64_t sender_id_ = 0;  // this fabric instance in fragment headers
+  int senders_fd_ = -1;     // the senders file; its description holds our slot's lock
+  uint64_t lock_word_ = 0;  // slot + 1 in the top 16 bits, random bits below; never 0
   std::atomic<uint64_t> next_msg_{1};
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.
-  std::mutex locals_mu_;
+  mutable std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
   // Detached locals, kept (their mailboxes unmapped) until the fabric goes, so that a poller
   // holding a stale rx_hint_ finds a live object whose `consuming` is taken for good.
@@ -145,9 +188,15 @@ class ShmFabric : public Fabric {
   // One bit per local GID (a hash), set while it is attached: most sends go to other processes,
   // and a clear bit sends them there without the lock and the table.
   std::atomic<uint64_t> local_bits_{0};
-  std::shared_mutex peers_mu_;
-  std::map<Gid, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
-  mutable std::atomic<uint64_t> st_[12] = {};
+  mutable std::shared_mutex peers_mu_;
+  std::map<Gid, std::unique_ptr<Peer>> peers_;  // guarded by peers_mu_
+  std::vector<std::unique_ptr<Peer>> retired_peers_;  // guarded by peers_mu_
+  std::atomic<size_t> retired_count_{0};  // retired_peers_.size(), read without the lock
+  // The peer a send to a GID of this slot found last: a sender that keeps talking to the same
+  // peers finds it with one load and a GID compare.
+  std::atomic<Peer*> tx_hints_[kTxHints] = {};
+  TxStripe tx_stripes_[kTxStripes];
+  mutable std::atomic<uint64_t> st_[13] = {};
 };
 
 }  // namespace net

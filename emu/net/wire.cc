@@ -141,7 +141,9 @@ void encode_header(const Packet& pkt, uint8_t* out) {
   put32(out + kOffFlags + 4, 0);
 }
 
-int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
+namespace {
+
+inline int decode_fields(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   if (in[0] != static_cast<uint8_t>(PacketType::kRequest) &&
       in[0] != static_cast<uint8_t>(PacketType::kResponse) &&
       in[0] != static_cast<uint8_t>(PacketType::kDatagram)) {
@@ -172,6 +174,21 @@ int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   pkt->ref_addr = get64(in + kOffRefAddr);
   pkt->copy_refused = (get32(in + kOffFlags) & kFlagCopyRefused) != 0;
   *payload_size = n;
+  return 0;
+}
+
+}  // namespace
+
+int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
+  return decode_fields(in, pkt, payload_size);
+}
+
+int decode_message(const uint8_t* in, size_t len, Packet* pkt) {
+  uint64_t n;
+  if (len < kPacketHeaderSize || decode_fields(in, pkt, &n) != 0 || n != len - kPacketHeaderSize) {
+    return -EBADMSG;
+  }
+  pkt->payload.assign(in + kPacketHeaderSize, in + len);
   return 0;
 }
 
@@ -213,10 +230,7 @@ int Reassembler::add(uint64_t sender, uint64_t msg_id, uint64_t total, uint64_t 
     return -EBADMSG;
   }
   if (off == 0 && len == total) {  // the common case: one fragment
-    uint64_t n;
-    if (decode_header(data, out, &n) != 0 || n != total - kPacketHeaderSize) return -EBADMSG;
-    out->payload.assign(data + kPacketHeaderSize, data + total);
-    return 1;
+    return decode_message(data, len, out) == 0 ? 1 : -EBADMSG;
   }
   auto key = std::make_pair(sender, msg_id);
   auto it = parts_.find(key);

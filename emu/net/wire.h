@@ -27,6 +27,9 @@ void encode_header(const Packet& pkt, uint8_t* out);
 // Parses a header; on success fills every field of *pkt except the payload and returns the
 // payload size in *payload_size. -EBADMSG for an unknown type or an oversized payload.
 int decode_header(const uint8_t* in, Packet* pkt, uint64_t* payload_size);
+// A whole message of `len` bytes (header and payload) into *pkt, payload included: what a
+// message that fits one fragment needs, without a Reassembler. -EBADMSG when malformed.
+int decode_message(const uint8_t* in, size_t len, Packet* pkt);
 
 // SipHash-2-4 (Aumasson & Bernstein), a keyed 64-bit MAC.
 struct MacKey {
