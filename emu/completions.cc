@@ -25,26 +25,24 @@ uint32_t tx_cntr_op(uint8_t op) {
 
 }  // namespace
 
-void DeviceImpl::write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
-  if (opt_.faults != nullptr) {
-    if (!cq->delayed.empty()) {  // keep the CQ in order behind a delayed entry
-      cq->delayed.push_back(EmuCq::Delayed{cq->delayed.back().when, *cqe, qpn});
-      return;
-    }
-    FaultDecision d =
-        ask(FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
-                         efa_io_cdesc_common_get_q_type(&cqe->base.common)},
-            cqe->base.common.req_id);
-    if (d.action == FaultAction::kDrop) return;
-    if (d.action == FaultAction::kFail) cqe->base.common.status = d.status;
-    if (d.action == FaultAction::kDelay) {
-      bump(kDelayedCqes);
-      cq->delayed.push_back(EmuCq::Delayed{step_now_ + uint64_t{d.delay_us} * 1000, *cqe, qpn});
-      cq_delayed_.push_back(cq);
-      return;
-    }
+bool DeviceImpl::cqe_fault(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
+  if (!cq->delayed.empty()) {  // keep the CQ in order behind a delayed entry
+    cq->delayed.push_back(EmuCq::Delayed{cq->delayed.back().when, *cqe, qpn});
+    return true;
   }
-  write_cqe_now(cq, cqe, qpn);
+  FaultDecision d =
+      ask(FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
+                       efa_io_cdesc_common_get_q_type(&cqe->base.common)},
+          cqe->base.common.req_id);
+  if (d.action == FaultAction::kDrop) return true;
+  if (d.action == FaultAction::kFail) cqe->base.common.status = d.status;
+  if (d.action == FaultAction::kDelay) {
+    bump(kDelayedCqes);
+    cq->delayed.push_back(EmuCq::Delayed{step_now_ + uint64_t{d.delay_us} * 1000, *cqe, qpn});
+    cq_delayed_.push_back(cq);
+    return true;
+  }
+  return false;
 }
 
 void DeviceImpl::release_cqes() {
@@ -53,7 +51,7 @@ void DeviceImpl::release_cqes() {
     while (!cq->delayed.empty() && cq->delayed.front().when <= step_now_) {
       EmuCq::Delayed e = cq->delayed.front();
       cq->delayed.pop_front();
-      write_cqe_now(cq, &e.cqe, e.qpn);
+      write_cqe_now(cq, &e.cqe, e.qpn, qp_by_num(e.qpn));  // its QP may be gone
     }
     if (cq->delayed.empty()) {
       cq_delayed_[i] = cq_delayed_.back();
@@ -64,7 +62,7 @@ void DeviceImpl::release_cqes() {
   }
 }
 
-void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
+void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp) {
   uint32_t slot = cq->produced & (cq->entries - 1);
   uint32_t dbv = load_db(cq->db);
   if (dbv != 0) cq->db_written = true;
@@ -87,7 +85,7 @@ void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn)
   bool ok = cqe->base.common.status == EFA_IO_COMP_STATUS_OK;
   if (!ok) bump(kErrorCqes);
   uint8_t q = efa_io_cdesc_common_get_q_type(&cqe->base.common);
-  if (EmuQp* qp = qp_by_num(qpn)) {
+  if (qp != nullptr) {
     if (q == EFA_IO_SEND_QUEUE) qp->qs.tx_cqes++; else qp->qs.rx_cqes++;
     if (!ok) qp->qs.error_cqes++;
   }
@@ -126,7 +124,7 @@ void DeviceImpl::complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex&
   efa_io_cdesc_common_set_q_type(&tx->common, EFA_IO_SEND_QUEUE);
   efa_io_cdesc_common_set_op_type(&tx->common, op <= EFA_IO_RDMA_WRITE ? op : 0);
   tx->req_id_ex = ex;
-  write_cqe(qp->send_cq, &cqe, qp->qpn_);
+  write_cqe(qp->send_cq, &cqe, qp);
 }
 
 void DeviceImpl::rx_cqe(EmuQp* qp, uint16_t req_id, uint8_t status, uint8_t op, uint32_t len,
@@ -151,7 +149,7 @@ void DeviceImpl::rx_cqe(EmuQp* qp, uint16_t req_id, uint8_t status, uint8_t op, 
     std::memcpy(cqe.u.src_addr, pkt.src.data(), 16);
   }
   count(qp, kCntrRecv, status == EFA_IO_COMP_STATUS_OK);
-  write_cqe(qp->recv_cq, &cqe, qp->qpn_);
+  write_cqe(qp->recv_cq, &cqe, qp);
 }
 
 }  // namespace emu

@@ -175,7 +175,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void receive_packets(int* work);
   void process_packet(Packet& p, int* work);
   void release_cqes();
-  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  // Writes the CQE into the ring (or finds the CQ overrun); qp: its QP, null when gone.
+  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp);
   void scan_doorbells(int* work);
   void on_doorbell(uint32_t index, uint32_t value, int* work);
   int process_sq(EmuQp* qp, int budget);
@@ -226,7 +227,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   static constexpr uint64_t kPathTimer = uint64_t{1} << 63;  // wheel tokens of path timers
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
-  void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  // A completion of `qp`'s: the fault plan's say first (true: it dropped, delayed or queued
+  // the entry), then the ring.
+  bool cqe_fault(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, EmuQp* qp) {
+    if (opt_.faults != nullptr && cqe_fault(cq, cqe, qp->qpn_)) return;
+    write_cqe_now(cq, cqe, qp->qpn_, qp);
+  }
   void count(EmuQp* qp, uint32_t cntr_op, bool ok);
   void flush_qp(EmuQp* qp);
   void flush_rq(EmuQp* qp);

@@ -271,7 +271,8 @@ class PeerMemory {
 // Devices in one process. Delivery is a call into the destination's sink. The GID table is an
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
-// have seen the old table has left before it returns.
+// have seen the old table has left before it returns. Each thread remembers its last look-ups
+// per table, so a sender to a few peers does not search the table per packet.
 // 40 random bits drawn once per process (again in a child after fork()), for GIDs that must
 // differ between processes that share a fabric even where PIDs repeat (PID namespaces).
 uint64_t process_nonce();
@@ -305,7 +306,12 @@ class InProcFabric : public Fabric {
       return a1 < b1;
     }
   };
-  using Table = std::map<Gid, PacketSink*, GidLess>;
+  // A snapshot: never changed once published. gen is unique among every table of every
+  // InProcFabric, so a sender's cached look-up (fabric.cc) is valid exactly while its table is.
+  struct Table {
+    uint64_t gen = 0;
+    std::map<Gid, PacketSink*, GidLess> sinks;
+  };
   static constexpr int kStripes = 64;
   struct alignas(64) Stripe {
     std::atomic<uint32_t> in_flight{0};
