@@ -120,6 +120,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
   // PacketSink
   void deliver(Packet&& pkt) override;
+  void deliver_copy(const Packet& pkt) override;
 
   // Called by objects, under mu_.
   int modify_qp_locked(EmuQp* qp, const backend::QpAttr& attr, uint32_t mask);
@@ -362,9 +363,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
       return static_cast<size_t>(h);
     }
   };
-  Executed* executed_for(const Gid& gid, uint32_t epoch);
+  // The window of requester (gid, epoch); the last one looked up is at hand (one look-up per
+  // peer burst).
+  Executed* executed_for(const Gid& gid, uint32_t epoch) {
+    if (last_executed_ != nullptr && last_executed_key_.second == epoch &&
+        gid_equal(last_executed_key_.first, gid)) {
+      return last_executed_;
+    }
+    return executed_lookup(gid, epoch);
+  }
+  Executed* executed_lookup(const Gid& gid, uint32_t epoch);
   std::unordered_map<std::pair<Gid, uint32_t>, std::unique_ptr<Executed>, KeyHash> executed_;
-  Executed* last_executed_ = nullptr;  // the last one looked up (one lookup per peer burst)
+  Executed* last_executed_ = nullptr;  // the last one looked up
   std::pair<Gid, uint32_t> last_executed_key_{};
   uint64_t rng_;
 

@@ -158,7 +158,8 @@ void InProcFabric::detach(const Gid& gid) {
   publish(next);
 }
 
-int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+template <class H>
+int InProcFabric::with_sink(const Gid& dst, H&& hand) {
   Stripe& s = stripes_[my_stripe(kStripes)];
   s.in_flight.fetch_add(1, std::memory_order_seq_cst);
   const Table* t = table_.load(std::memory_order_seq_cst);
@@ -176,11 +177,20 @@ int InProcFabric::send(const Gid& dst, Packet&& pkt) {
   }
   int rc = -EHOSTUNREACH;
   if (sink != nullptr) {
-    sink->deliver(std::move(pkt));
+    hand(sink);
     rc = 0;
   }
   s.in_flight.fetch_sub(1, std::memory_order_release);
   return rc;
+}
+
+int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+  return with_sink(dst, [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
+}
+
+int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  *mark = 0;  // handed over at once: never on the wire
+  return with_sink(dst, [&](PacketSink* sink) { sink->deliver_copy(pkt); });
 }
 
 uint64_t process_nonce() {

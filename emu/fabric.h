@@ -174,6 +174,11 @@ class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual void deliver(Packet&& pkt) = 0;
+  // deliver() of a copy of `pkt`: a sink that queues packets copies it into its queue at once.
+  virtual void deliver_copy(const Packet& pkt) {
+    Packet copy = pkt;
+    deliver(std::move(copy));
+  }
 };
 
 class Fabric {
@@ -284,6 +289,8 @@ class InProcFabric : public Fabric {
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
+  // The copy is made once, by the destination's sink (PacketSink::deliver_copy).
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
   bool lossless() const override { return true; }
   // Every device is in this process; its copies are checked ones (a buffer freed under a late
   // request faults the copy, not the process).
@@ -318,6 +325,9 @@ class InProcFabric : public Fabric {
   };
   // Publishes `next` and waits out the readers of the previous table (called under write_mu_).
   void publish(Table* next);
+  // Calls hand(sink) with the sink of `dst`, marked in flight meanwhile; 0 or -EHOSTUNREACH.
+  template <class H>
+  int with_sink(const Gid& dst, H&& hand);
 
   std::mutex write_mu_;               // serializes attach/detach
   std::atomic<const Table*> table_;   // never null

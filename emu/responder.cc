@@ -23,10 +23,16 @@ void DeviceImpl::deliver(Packet&& pkt) {
   if (sleeping_.load(std::memory_order_seq_cst)) kick();
 }
 
-DeviceImpl::Executed* DeviceImpl::executed_for(const Gid& gid, uint32_t epoch) {
-  if (last_executed_ != nullptr && last_executed_key_.second == epoch && gid_equal(last_executed_key_.first, gid)) {
-    return last_executed_;
+void DeviceImpl::deliver_copy(const Packet& pkt) {
+  {
+    std::lock_guard<InboxLock> lock(inbox_mu_);
+    inbox_.push_back(pkt);
+    inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
   }
+  if (sleeping_.load(std::memory_order_seq_cst)) kick();  // as in deliver()
+}
+
+DeviceImpl::Executed* DeviceImpl::executed_lookup(const Gid& gid, uint32_t epoch) {
   auto key = std::make_pair(gid, epoch);
   std::unique_ptr<Executed>& e = executed_[key];
   if (!e) e.reset(new Executed());
