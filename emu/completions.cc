@@ -70,10 +70,7 @@ void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn,
   if (cq->db_written) {
     uint16_t ci = efa_io_cq_db_get_consumer_index(dbv);
     if (static_cast<uint16_t>(static_cast<uint16_t>(cq->produced) - ci) >= cq->entries) {
-      cq->overrun = true;
-      diag(DiagKind::kCqOverrun, qpn, slot, "CQE dropped; the CQ stops here");
-      overrun_notify_.push_back(cq);
-      return;
+      return cq_overrun(cq, qpn, slot);
     }
   }
   uint8_t phase = static_cast<uint8_t>(((cq->produced >> cq->log2_entries) & 1) ^ 1);
@@ -89,17 +86,29 @@ void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn,
     if (q == EFA_IO_SEND_QUEUE) qp->qs.tx_cqes++; else qp->qs.rx_cqes++;
     if (!ok) qp->qs.error_cqes++;
   }
-  if (trace_) {
-    uint32_t len = q == EFA_IO_RECV_QUEUE ? cqe->base.length : 0;
-    tr(TraceKind::kCqe, qpn, slot, q, efa_io_cdesc_common_get_op_type(&cqe->base.common),
-       cqe->base.common.status, len, cqe->base.common.req_id);
-  }
-  if (cq->armed) {
-    cq->armed = false;
-    uint64_t one = 1;
-    ssize_t n = write(cq->efd, &one, sizeof(one));
-    (void)n;
-  }
+  if (trace_) trace_cqe(cqe, qpn, slot);
+  if (cq->armed) signal_cq(cq);
+}
+
+// Out of line, with the other rare steps below: the common write keeps few registers to save.
+void DeviceImpl::cq_overrun(EmuCq* cq, uint32_t qpn, uint32_t slot) {
+  cq->overrun = true;
+  diag(DiagKind::kCqOverrun, qpn, slot, "CQE dropped; the CQ stops here");
+  overrun_notify_.push_back(cq);
+}
+
+void DeviceImpl::trace_cqe(const efa_io_rx_cdesc_ex* cqe, uint32_t qpn, uint32_t slot) {
+  uint8_t q = efa_io_cdesc_common_get_q_type(&cqe->base.common);
+  uint32_t len = q == EFA_IO_RECV_QUEUE ? cqe->base.length : 0;
+  tr(TraceKind::kCqe, qpn, slot, q, efa_io_cdesc_common_get_op_type(&cqe->base.common),
+     cqe->base.common.status, len, cqe->base.common.req_id);
+}
+
+void DeviceImpl::signal_cq(EmuCq* cq) {
+  cq->armed = false;
+  uint64_t one = 1;
+  ssize_t n = write(cq->efd, &one, sizeof(one));
+  (void)n;
 }
 
 void DeviceImpl::count(EmuQp* qp, uint32_t cntr_op, bool ok) {

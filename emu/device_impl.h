@@ -178,6 +178,10 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void release_cqes();
   // Writes the CQE into the ring (or finds the CQ overrun); qp: its QP, null when gone.
   void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp);
+  // Its rare steps: the CQ found full, a trace point, the event of an armed CQ.
+  [[gnu::cold, gnu::noinline]] void cq_overrun(EmuCq* cq, uint32_t qpn, uint32_t slot);
+  [[gnu::noinline]] void trace_cqe(const efa_io_rx_cdesc_ex* cqe, uint32_t qpn, uint32_t slot);
+  [[gnu::noinline]] void signal_cq(EmuCq* cq);
   void scan_doorbells(int* work);
   void on_doorbell(uint32_t index, uint32_t value, int* work);
   int process_sq(EmuQp* qp, int budget);
@@ -191,7 +195,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void release_op_slot(uint32_t idx);
   void start_op(uint32_t idx);
   void send_packet(TxOp* op, uint64_t token);
-  void handle_request(Packet& pkt);
+  // qp: the destination QP, qp_by_num(pkt.dst_qpn) (null when there is none).
+  void handle_request(Packet& pkt, EmuQp* qp);
   // UD (emu/ud.cc): a datagram leaves once and completes; an arriving one lands or is dropped.
   void send_datagram(TxOp&& op);
   void receive_datagram(Packet& pkt);
