@@ -25,26 +25,24 @@ uint32_t tx_cntr_op(uint8_t op) {
 
 }  // namespace
 
-void DeviceImpl::write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
-  if (opt_.faults != nullptr) {
-    if (!cq->delayed.empty()) {  // keep the CQ in order behind a delayed entry
-      cq->delayed.push_back(EmuCq::Delayed{cq->delayed.back().when, *cqe, qpn});
-      return;
-    }
-    FaultDecision d =
-        ask(FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
-                         efa_io_cdesc_common_get_q_type(&cqe->base.common)},
-            cqe->base.common.req_id);
-    if (d.action == FaultAction::kDrop) return;
-    if (d.action == FaultAction::kFail) cqe->base.common.status = d.status;
-    if (d.action == FaultAction::kDelay) {
-      bump(kDelayedCqes);
-      cq->delayed.push_back(EmuCq::Delayed{step_now_ + uint64_t{d.delay_us} * 1000, *cqe, qpn});
-      cq_delayed_.push_back(cq);
-      return;
-    }
+bool DeviceImpl::cqe_fault(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
+  if (!cq->delayed.empty()) {  // keep the CQ in order behind a delayed entry
+    cq->delayed.push_back(EmuCq::Delayed{cq->delayed.back().when, *cqe, qpn});
+    return true;
   }
-  write_cqe_now(cq, cqe, qpn);
+  FaultDecision d =
+      ask(FaultContext{FaultPoint::kCompletionWrite, qpn, cq->produced & (cq->entries - 1), 0, false,
+                       efa_io_cdesc_common_get_q_type(&cqe->base.common)},
+          cqe->base.common.req_id);
+  if (d.action == FaultAction::kDrop) return true;
+  if (d.action == FaultAction::kFail) cqe->base.common.status = d.status;
+  if (d.action == FaultAction::kDelay) {
+    bump(kDelayedCqes);
+    cq->delayed.push_back(EmuCq::Delayed{step_now_ + uint64_t{d.delay_us} * 1000, *cqe, qpn});
+    cq_delayed_.push_back(cq);
+    return true;
+  }
+  return false;
 }
 
 void DeviceImpl::release_cqes() {
@@ -53,7 +51,7 @@ void DeviceImpl::release_cqes() {
     while (!cq->delayed.empty() && cq->delayed.front().when <= step_now_) {
       EmuCq::Delayed e = cq->delayed.front();
       cq->delayed.pop_front();
-      write_cqe_now(cq, &e.cqe, e.qpn);
+      write_cqe_now(cq, &e.cqe, e.qpn, qp_by_num(e.qpn));  // its QP may be gone
     }
     if (cq->delayed.empty()) {
       cq_delayed_[i] = cq_delayed_.back();
@@ -64,7 +62,7 @@ void DeviceImpl::release_cqes() {
   }
 }
 
-void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn) {
+void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp) {
   uint32_t slot = cq->produced & (cq->entries - 1);
   uint32_t dbv = load_db(cq->db);
   if (dbv != 0) cq->db_written = true;
@@ -72,10 +70,7 @@ void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn)
   if (cq->db_written) {
     uint16_t ci = efa_io_cq_db_get_consumer_index(dbv);
     if (static_cast<uint16_t>(static_cast<uint16_t>(cq->produced) - ci) >= cq->entries) {
-      cq->overrun = true;
-      diag(DiagKind::kCqOverrun, qpn, slot, "CQE dropped; the CQ stops here");
-      overrun_notify_.push_back(cq);
-      return;
+      return cq_overrun(cq, qpn, slot);
     }
   }
   uint8_t phase = static_cast<uint8_t>(((cq->produced >> cq->log2_entries) & 1) ^ 1);
@@ -87,21 +82,33 @@ void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn)
   bool ok = cqe->base.common.status == EFA_IO_COMP_STATUS_OK;
   if (!ok) bump(kErrorCqes);
   uint8_t q = efa_io_cdesc_common_get_q_type(&cqe->base.common);
-  if (EmuQp* qp = qp_by_num(qpn)) {
+  if (qp != nullptr) {
     if (q == EFA_IO_SEND_QUEUE) qp->qs.tx_cqes++; else qp->qs.rx_cqes++;
     if (!ok) qp->qs.error_cqes++;
   }
-  if (trace_) {
-    uint32_t len = q == EFA_IO_RECV_QUEUE ? cqe->base.length : 0;
-    tr(TraceKind::kCqe, qpn, slot, q, efa_io_cdesc_common_get_op_type(&cqe->base.common),
-       cqe->base.common.status, len, cqe->base.common.req_id);
-  }
-  if (cq->armed) {
-    cq->armed = false;
-    uint64_t one = 1;
-    ssize_t n = write(cq->efd, &one, sizeof(one));
-    (void)n;
-  }
+  if (trace_) trace_cqe(cqe, qpn, slot);
+  if (cq->armed) signal_cq(cq);
+}
+
+// Out of line, with the other rare steps below: the common write keeps few registers to save.
+void DeviceImpl::cq_overrun(EmuCq* cq, uint32_t qpn, uint32_t slot) {
+  cq->overrun = true;
+  diag(DiagKind::kCqOverrun, qpn, slot, "CQE dropped; the CQ stops here");
+  overrun_notify_.push_back(cq);
+}
+
+void DeviceImpl::trace_cqe(const efa_io_rx_cdesc_ex* cqe, uint32_t qpn, uint32_t slot) {
+  uint8_t q = efa_io_cdesc_common_get_q_type(&cqe->base.common);
+  uint32_t len = q == EFA_IO_RECV_QUEUE ? cqe->base.length : 0;
+  tr(TraceKind::kCqe, qpn, slot, q, efa_io_cdesc_common_get_op_type(&cqe->base.common),
+     cqe->base.common.status, len, cqe->base.common.req_id);
+}
+
+void DeviceImpl::signal_cq(EmuCq* cq) {
+  cq->armed = false;
+  uint64_t one = 1;
+  ssize_t n = write(cq->efd, &one, sizeof(one));
+  (void)n;
 }
 
 void DeviceImpl::count(EmuQp* qp, uint32_t cntr_op, bool ok) {
@@ -126,7 +133,7 @@ void DeviceImpl::complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex&
   efa_io_cdesc_common_set_q_type(&tx->common, EFA_IO_SEND_QUEUE);
   efa_io_cdesc_common_set_op_type(&tx->common, op <= EFA_IO_RDMA_WRITE ? op : 0);
   tx->req_id_ex = ex;
-  write_cqe(qp->send_cq, &cqe, qp->qpn_);
+  write_cqe(qp->send_cq, &cqe, qp);
 }
 
 void DeviceImpl::rx_cqe(EmuQp* qp, uint16_t req_id, uint8_t status, uint8_t op, uint32_t len,
@@ -151,7 +158,7 @@ void DeviceImpl::rx_cqe(EmuQp* qp, uint16_t req_id, uint8_t status, uint8_t op, 
     std::memcpy(cqe.u.src_addr, pkt.src.data(), 16);
   }
   count(qp, kCntrRecv, status == EFA_IO_COMP_STATUS_OK);
-  write_cqe(qp->recv_cq, &cqe, qp->qpn_);
+  write_cqe(qp->recv_cq, &cqe, qp);
 }
 
 }  // namespace emu

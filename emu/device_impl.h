@@ -120,6 +120,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
   // PacketSink
   void deliver(Packet&& pkt) override;
+  void deliver_copy(const Packet& pkt) override;
 
   // Called by objects, under mu_.
   int modify_qp_locked(EmuQp* qp, const backend::QpAttr& attr, uint32_t mask);
@@ -175,7 +176,12 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void receive_packets(int* work);
   void process_packet(Packet& p, int* work);
   void release_cqes();
-  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  // Writes the CQE into the ring (or finds the CQ overrun); qp: its QP, null when gone.
+  void write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp);
+  // Its rare steps: the CQ found full, a trace point, the event of an armed CQ.
+  [[gnu::cold, gnu::noinline]] void cq_overrun(EmuCq* cq, uint32_t qpn, uint32_t slot);
+  [[gnu::noinline]] void trace_cqe(const efa_io_rx_cdesc_ex* cqe, uint32_t qpn, uint32_t slot);
+  [[gnu::noinline]] void signal_cq(EmuCq* cq);
   void scan_doorbells(int* work);
   void on_doorbell(uint32_t index, uint32_t value, int* work);
   int process_sq(EmuQp* qp, int budget);
@@ -189,7 +195,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void release_op_slot(uint32_t idx);
   void start_op(uint32_t idx);
   void send_packet(TxOp* op, uint64_t token);
-  void handle_request(Packet& pkt);
+  // qp: the destination QP, qp_by_num(pkt.dst_qpn) (null when there is none).
+  void handle_request(Packet& pkt, EmuQp* qp);
   // UD (emu/ud.cc): a datagram leaves once and completes; an arriving one lands or is dropped.
   void send_datagram(TxOp&& op);
   void receive_datagram(Packet& pkt);
@@ -226,7 +233,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   static constexpr uint64_t kPathTimer = uint64_t{1} << 63;  // wheel tokens of path timers
   void complete_tx(EmuQp* qp, uint16_t req_id, const efa_io_req_id_ex& ex, uint8_t op, uint8_t status,
                    bool comp_req);
-  void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  // A completion of `qp`'s: the fault plan's say first (true: it dropped, delayed or queued
+  // the entry), then the ring.
+  bool cqe_fault(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn);
+  void write_cqe(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, EmuQp* qp) {
+    if (opt_.faults != nullptr && cqe_fault(cq, cqe, qp->qpn_)) return;
+    write_cqe_now(cq, cqe, qp->qpn_, qp);
+  }
   void count(EmuQp* qp, uint32_t cntr_op, bool ok);
   void flush_qp(EmuQp* qp);
   void flush_rq(EmuQp* qp);
@@ -355,9 +368,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
       return static_cast<size_t>(h);
     }
   };
-  Executed* executed_for(const Gid& gid, uint32_t epoch);
+  // The window of requester (gid, epoch); the last one looked up is at hand (one look-up per
+  // peer burst).
+  Executed* executed_for(const Gid& gid, uint32_t epoch) {
+    if (last_executed_ != nullptr && last_executed_key_.second == epoch &&
+        gid_equal(last_executed_key_.first, gid)) {
+      return last_executed_;
+    }
+    return executed_lookup(gid, epoch);
+  }
+  Executed* executed_lookup(const Gid& gid, uint32_t epoch);
   std::unordered_map<std::pair<Gid, uint32_t>, std::unique_ptr<Executed>, KeyHash> executed_;
-  Executed* last_executed_ = nullptr;  // the last one looked up (one lookup per peer burst)
+  Executed* last_executed_ = nullptr;  // the last one looked up
   std::pair<Gid, uint32_t> last_executed_key_{};
   uint64_t rng_;
 

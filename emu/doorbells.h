@@ -4,8 +4,9 @@
 // and device kernels with atomic stores. The engine compares words against a shadow copy: each
 // pass looks at (a) the words of objects active in the last kHotPasses passes and (b) a
 // fixed-size round-robin chunk of the whole page, so the cost of a pass does not grow with idle
-// QPs; a doorbell of an idle QP is noticed within ceil(words / kScanChunk) passes. After the
-// engine slept, the whole page is compared once (request_full_scan).
+// QPs; a doorbell of an idle QP is noticed within ceil(words / kScanChunk) passes. A page of
+// at most kScanChunk words is compared whole every pass. After the engine slept, the whole page
+// is compared once (request_full_scan).
 //
 // Internal to emu/. Guarded by the device's mu_, except the words themselves.
 #ifndef XPUFAB_EMU_DOORBELLS_H_
@@ -66,7 +67,10 @@ class DoorbellPage {
         on_change(i, v);
       }
     };
-    if (full_scan_) {
+    // A page no larger than the chunk is compared whole, in one run: that costs what the chunk
+    // would, without the hot set's second look at the same words (its entries then wait
+    // unexpired until the page grows).
+    if (full_scan_ || high_ <= kScanChunk) {
       full_scan_ = false;
       for (uint32_t i = 0; i < high_; ++i) check(i);
       return;
@@ -83,11 +87,19 @@ class DoorbellPage {
       }
     }
     // Each word at most once per pass: a device with few queues compares its few words, not
-    // the same ones over and over to fill the chunk.
-    const uint32_t chunk = high_ < kScanChunk ? high_ : kScanChunk;
-    for (uint32_t n = 0; n < chunk; ++n) {
+    // the same ones over and over to fill the chunk, and a hot word, compared above, is not
+    // compared again (hot_ holds distinct words below high_: all of them are hot when it holds
+    // as many).
+    if (hot_.size() >= high_) return;
+    // The chunk is one or two runs of consecutive words (it wraps at high_ at most once).
+    for (uint32_t left = high_ < kScanChunk ? high_ : kScanChunk; left != 0;) {
       if (cursor_ >= high_) cursor_ = 0;
-      check(cursor_++);
+      const uint32_t end = high_ - cursor_ < left ? high_ : cursor_ + left;
+      left -= end - cursor_;
+      for (uint32_t i = cursor_; i < end; ++i) {
+        if (!is_hot_[i]) check(i);
+      }
+      cursor_ = end;
     }
   }
 

@@ -167,7 +167,8 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
   bump(kPacketsRx);
   bump(kBytesRx, p.payload.size());
   bool resp = p.type == PacketType::kResponse;
-  if (EmuQp* qp = qp_by_num(p.dst_qpn)) {
+  EmuQp* qp = qp_by_num(p.dst_qpn);
+  if (qp != nullptr) {
     qp->qs.packets_rx++;
     qp->qs.bytes_rx += p.payload.size();
   }
@@ -181,7 +182,7 @@ void DeviceImpl::process_packet(Packet& p, int* work) {
   } else if (resp) {
     handle_response(p);
   } else {
-    handle_request(p);
+    handle_request(p, qp);
   }
 }
 

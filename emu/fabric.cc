@@ -23,6 +23,20 @@ int my_stripe(int stripes) {
   return stripe;
 }
 
+// Table generations, unique in the process (0: no table).
+std::atomic<uint64_t> next_table_gen{1};
+
+// A thread's last look-ups, a few destinations direct-mapped by the GID's last byte (a
+// device's own byte, distinct among the devices of a process): an entry is trusted only for
+// the table it was read from, so an attach or a detach invalidates every entry at once.
+struct CachedSink {
+  uint64_t gen = 0;
+  Gid gid{};
+  PacketSink* sink = nullptr;
+};
+constexpr uint32_t kCachedSinks = 4;
+thread_local CachedSink cached_sinks[kCachedSinks];
+
 // This process's identity word: random, drawn again in a child after fork(). The descriptor of
 // its PeerMappings table follows it, so that a peer reads both at once.
 struct Published {
@@ -111,7 +125,7 @@ int PeerMemory::read(const PeerRef& from, uint64_t addr, void* local, size_t len
   return 0;
 }
 
-InProcFabric::InProcFabric() : table_(new Table()) {}
+InProcFabric::InProcFabric() : table_(new Table{next_table_gen.fetch_add(1), {}}) {}
 
 InProcFabric::~InProcFabric() { delete table_.load(); }
 
@@ -128,9 +142,9 @@ void InProcFabric::publish(Table* next) {
 int InProcFabric::attach(const Gid& gid, PacketSink* sink) {
   std::lock_guard<std::mutex> lock(write_mu_);
   const Table* cur = table_.load(std::memory_order_relaxed);
-  if (cur->count(gid)) return -EEXIST;
-  Table* next = new Table(*cur);
-  next->emplace(gid, sink);
+  if (cur->sinks.count(gid)) return -EEXIST;
+  Table* next = new Table{next_table_gen.fetch_add(1), cur->sinks};
+  next->sinks.emplace(gid, sink);
   publish(next);
   return 0;
 }
@@ -138,24 +152,45 @@ int InProcFabric::attach(const Gid& gid, PacketSink* sink) {
 void InProcFabric::detach(const Gid& gid) {
   std::lock_guard<std::mutex> lock(write_mu_);
   const Table* cur = table_.load(std::memory_order_relaxed);
-  if (!cur->count(gid)) return;
-  Table* next = new Table(*cur);
-  next->erase(gid);
+  if (!cur->sinks.count(gid)) return;
+  Table* next = new Table{next_table_gen.fetch_add(1), cur->sinks};
+  next->sinks.erase(gid);
   publish(next);
 }
 
-int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+template <class H>
+int InProcFabric::with_sink(const Gid& dst, H&& hand) {
   Stripe& s = stripes_[my_stripe(kStripes)];
   s.in_flight.fetch_add(1, std::memory_order_seq_cst);
   const Table* t = table_.load(std::memory_order_seq_cst);
-  auto it = t->find(dst);
+  // The table is live while this send is in flight, and so is every sink it names.
+  CachedSink& c = cached_sinks[dst[15] % kCachedSinks];
+  PacketSink* sink = nullptr;
+  if (c.gen == t->gen && gid_equal(c.gid, dst)) {
+    sink = c.sink;
+  } else {
+    auto it = t->sinks.find(dst);
+    if (it != t->sinks.end()) {
+      sink = it->second;
+      c = CachedSink{t->gen, dst, sink};
+    }
+  }
   int rc = -EHOSTUNREACH;
-  if (it != t->end()) {
-    it->second->deliver(std::move(pkt));
+  if (sink != nullptr) {
+    hand(sink);
     rc = 0;
   }
   s.in_flight.fetch_sub(1, std::memory_order_release);
   return rc;
+}
+
+int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+  return with_sink(dst, [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
+}
+
+int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  *mark = 0;  // handed over at once: never on the wire
+  return with_sink(dst, [&](PacketSink* sink) { sink->deliver_copy(pkt); });
 }
 
 uint64_t process_nonce() {

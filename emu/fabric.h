@@ -174,6 +174,11 @@ class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual void deliver(Packet&& pkt) = 0;
+  // deliver() of a copy of `pkt`: a sink that queues packets copies it into its queue at once.
+  virtual void deliver_copy(const Packet& pkt) {
+    Packet copy = pkt;
+    deliver(std::move(copy));
+  }
 };
 
 class Fabric {
@@ -271,7 +276,8 @@ class PeerMemory {
 // Devices in one process. Delivery is a call into the destination's sink. The GID table is an
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
-// have seen the old table has left before it returns.
+// have seen the old table has left before it returns. Each thread remembers its last look-ups
+// per table, so a sender to a few peers does not search the table per packet.
 // 40 random bits drawn once per process (again in a child after fork()), for GIDs that must
 // differ between processes that share a fabric even where PIDs repeat (PID namespaces).
 uint64_t process_nonce();
@@ -283,6 +289,8 @@ class InProcFabric : public Fabric {
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt) override;
+  // The copy is made once, by the destination's sink (PacketSink::deliver_copy).
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
   bool lossless() const override { return true; }
   // Every device is in this process; its copies are checked ones (a buffer freed under a late
   // request faults the copy, not the process).
@@ -305,13 +313,21 @@ class InProcFabric : public Fabric {
       return a1 < b1;
     }
   };
-  using Table = std::map<Gid, PacketSink*, GidLess>;
+  // A snapshot: never changed once published. gen is unique among every table of every
+  // InProcFabric, so a sender's cached look-up (fabric.cc) is valid exactly while its table is.
+  struct Table {
+    uint64_t gen = 0;
+    std::map<Gid, PacketSink*, GidLess> sinks;
+  };
   static constexpr int kStripes = 64;
   struct alignas(64) Stripe {
     std::atomic<uint32_t> in_flight{0};
   };
   // Publishes `next` and waits out the readers of the previous table (called under write_mu_).
   void publish(Table* next);
+  // Calls hand(sink) with the sink of `dst`, marked in flight meanwhile; 0 or -EHOSTUNREACH.
+  template <class H>
+  int with_sink(const Gid& dst, H&& hand);
 
   std::mutex write_mu_;               // serializes attach/detach
   std::atomic<const Table*> table_;   // never null

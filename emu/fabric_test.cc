@@ -76,6 +76,64 @@ TEST(InProcFabric, AttachSendDetach) {
   EXPECT_FALSE(f.copies_on_send());
 }
 
+// send_copy hands the sink a copy (made once, by the sink) and leaves the caller's packet whole.
+TEST(InProcFabric, SendCopyKeepsTheCallersPacket) {
+  struct CopyingSink : CountingSink {
+    void deliver_copy(const Packet& pkt) override {
+      copies.fetch_add(1);
+      last_token = pkt.token;
+      CountingSink::deliver_copy(pkt);
+    }
+    std::atomic<uint64_t> copies{0};
+    uint64_t last_token = 0;
+  };
+  InProcFabric f;
+  CopyingSink a;
+  ASSERT_EQ(f.attach(gid_of(1), &a), 0);
+  Packet p;
+  p.token = 77;
+  p.payload.resize(40);
+  uint64_t mark = 123;
+  EXPECT_EQ(f.send_copy(gid_of(1), p, &mark), 0);
+  EXPECT_EQ(mark, 0u);
+  EXPECT_EQ(a.copies.load(), 1u);
+  EXPECT_EQ(a.last_token, 77u);
+  EXPECT_EQ(a.got.load(), 1u);
+  EXPECT_EQ(a.bytes.load(), 40u);
+  EXPECT_EQ(p.payload.size(), 40u);
+  EXPECT_EQ(f.send_copy(gid_of(2), p, &mark), -EHOSTUNREACH);
+}
+
+// A destination this thread sent to before (its look-up remembered) is not delivered to once
+// detached, and a GID attached again reaches its new sink.
+TEST(InProcFabric, ARememberedDestinationFollowsDetachAndAttach) {
+  InProcFabric f;
+  CountingSink a, b, other;
+  ASSERT_EQ(f.attach(gid_of(1), &a), 0);
+  ASSERT_EQ(f.attach(gid_of(5), &other), 0);  // the same cache entry as gid_of(1)
+  EXPECT_EQ(f.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(f.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(f.send(gid_of(5), Packet()), 0);
+  EXPECT_EQ(f.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(a.got.load(), 3u);
+  EXPECT_EQ(other.got.load(), 1u);
+  f.detach(gid_of(1));
+  EXPECT_EQ(f.send(gid_of(1), Packet()), -EHOSTUNREACH);
+  EXPECT_EQ(a.got.load(), 3u);
+  ASSERT_EQ(f.attach(gid_of(1), &b), 0);
+  EXPECT_EQ(f.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(a.got.load(), 3u);
+  EXPECT_EQ(b.got.load(), 1u);
+  // Another fabric with the same GID: its own sink, though this thread remembered the first.
+  InProcFabric g;
+  CountingSink c;
+  ASSERT_EQ(g.attach(gid_of(1), &c), 0);
+  EXPECT_EQ(g.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(f.send(gid_of(1), Packet()), 0);
+  EXPECT_EQ(c.got.load(), 1u);
+  EXPECT_EQ(b.got.load(), 2u);
+}
+
 // Senders on several threads while sinks come and go: after detach returns, its sink is never
 // called again (the grace period), and other destinations keep receiving.
 TEST(InProcFabric, DetachWaitsForSendersInFlight) {

@@ -165,6 +165,35 @@ struct TxOp {
   uint32_t unanswered = 0;       // retransmissions since the peer last answered this op
   uint64_t tx_mark = 0;          // where the last transmission lies on the wire (Fabric::send_marked)
   const uint8_t* write_src = nullptr;  // RDMA WRITE: the source, to resend the bytes over the wire
+
+  // Makes a finished op (its payload already given back) a fresh one: what a transmission and
+  // its answers changed, and what only some requests set, returns to its initial value; the
+  // fields every request sets (DeviceImpl::build_request: its QP, ids, op, destination, path
+  // and the packet's header) are left to it, and so are the payload's unused inline bytes.
+  void reuse() {
+    read_dst = nullptr;
+    write_src = nullptr;
+    state = OpState::kAwaitResponse;
+    rnr_tries = 0;
+    retransmits = 0;
+    deadline_ns = 0;
+    silent_since_ns = 0;
+    sent_ns = 0;
+    for (uint64_t& t : sent_at) t = 0;
+    attempts = 0;
+    rto_ns = 0;
+    tx_seq = 0;
+    later_answered = 0;
+    unanswered = 0;
+    tx_mark = 0;
+    pkt.status = 0;
+    pkt.attempt = 0;
+    pkt.remote_addr = 0;
+    pkt.rkey = 0;
+    pkt.ref = PeerRef();
+    pkt.ref_addr = 0;
+    pkt.copy_refused = false;
+  }
 };
 
 class EmuQp : public backend::Qp {

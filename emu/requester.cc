@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <new>
 
 #include "device/efa_io_defs.h"
 #include "emu/device_impl.h"
@@ -187,10 +186,8 @@ uint32_t DeviceImpl::claim_op_slot() {
   if (!op_free_.empty()) {
     idx = op_free_.back();
     op_free_.pop_back();
-    // A fresh op in place: nothing of its predecessor carries over.
-    TxOp* op = &op_slots_[idx].op;
-    op->~TxOp();
-    new (op) TxOp();
+    // Nothing of its predecessor carries over (TxOp::reuse, build_request).
+    op_slots_[idx].op.reuse();
   } else {
     idx = static_cast<uint32_t>(op_slots_.size());
     op_slots_.emplace_back();

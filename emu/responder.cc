@@ -23,10 +23,16 @@ void DeviceImpl::deliver(Packet&& pkt) {
   if (sleeping_.load(std::memory_order_seq_cst)) kick();
 }
 
-DeviceImpl::Executed* DeviceImpl::executed_for(const Gid& gid, uint32_t epoch) {
-  if (last_executed_ != nullptr && last_executed_key_.second == epoch && gid_equal(last_executed_key_.first, gid)) {
-    return last_executed_;
+void DeviceImpl::deliver_copy(const Packet& pkt) {
+  {
+    std::lock_guard<InboxLock> lock(inbox_mu_);
+    inbox_.push_back(pkt);
+    inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
   }
+  if (sleeping_.load(std::memory_order_seq_cst)) kick();  // as in deliver()
+}
+
+DeviceImpl::Executed* DeviceImpl::executed_lookup(const Gid& gid, uint32_t epoch) {
   auto key = std::make_pair(gid, epoch);
   std::unique_ptr<Executed>& e = executed_[key];
   if (!e) e.reset(new Executed());
@@ -68,7 +74,7 @@ int DeviceImpl::take_rx_wqe(EmuQp* qp, RxWqe* rx) {
   return 1;
 }
 
-void DeviceImpl::handle_request(Packet& pkt) {
+void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
   Packet resp;
   resp.type = PacketType::kResponse;
   resp.op = pkt.op;
@@ -84,7 +90,7 @@ void DeviceImpl::handle_request(Packet& pkt) {
       if (seen == nullptr) seen = executed_for(pkt.src, pkt.src_epoch);
       seen->slot[pkt.seq & (Executed::kWindow - 1)] = uint64_t{pkt.seq} << 8 | status;
     }
-    EmuQp* rqp = qp_by_num(pkt.dst_qpn);
+    EmuQp* rqp = qp;
     if (opt_.faults != nullptr) {
       FaultContext c{FaultPoint::kPacketOut, pkt.dst_qpn, 0, pkt.op, true, 0};
       c.size = static_cast<uint32_t>(resp.payload.size());
@@ -121,7 +127,6 @@ void DeviceImpl::handle_request(Packet& pkt) {
     uint64_t e = seen->slot[pkt.seq & (Executed::kWindow - 1)];
     if (e != 0 && (e >> 8) == pkt.seq) return reply(static_cast<uint8_t>(e & 0xff), false);
   }
-  EmuQp* qp = qp_by_num(pkt.dst_qpn);
   if (qp == nullptr || qp->ud || qp->qkey != pkt.qkey ||
       (qp->st != QpState::kRtr && qp->st != QpState::kRts && qp->st != QpState::kSqd &&
        qp->st != QpState::kSqe)) {

@@ -110,6 +110,12 @@ void DeviceImpl::on_answer(TxOp* op, uint8_t attempt) {
     return t != nullptr && t->path == path && t->tx_seq == e.first ? t : nullptr;
   };
   auto& q = path->in_flight;
+  // The common case: the answered transmission is the oldest outstanding one, so no earlier
+  // request is left to count the answer against.
+  if (!q.empty() && q.front().first == answered_seq) {
+    q.pop_front();
+    return;
+  }
   while (!q.empty() && live(q.front()) == nullptr) q.pop_front();
   for (size_t i = 0; i < q.size() && q[i].first < answered_seq; ++i) {
     TxOp* earlier = live(q[i]);

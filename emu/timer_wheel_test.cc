@@ -83,6 +83,38 @@ TEST(TimerWheel, DeadTimersAreDroppedUnfired) {
   EXPECT_TRUE(w.empty());
 }
 
+TEST(TimerWheel, KeepsTheEarliestTimeItHolds) {
+  TimerWheel w;
+  const uint64_t t0 = 1u << 30;
+  EXPECT_EQ(w.earliest(), UINT64_MAX);
+  w.add(t0 + 500000, 1);
+  w.add(t0 + 90000, 2);
+  EXPECT_EQ(w.earliest(), t0 + 90000);
+  EXPECT_TRUE(fire(&w, t0 + 80000).empty());  // nothing due: the bound stays
+  EXPECT_EQ(w.earliest(), t0 + 90000);
+  EXPECT_EQ(fire(&w, t0 + 90000), (Fired{{t0 + 90000, 2}}));
+  EXPECT_EQ(w.earliest(), t0 + 500000);
+  EXPECT_EQ(fire(&w, t0 + 500000), (Fired{{t0 + 500000, 1}}));
+  EXPECT_EQ(w.earliest(), UINT64_MAX);
+}
+
+TEST(TimerWheel, ATimerArmedBeforeTheEarliestStillFires) {
+  TimerWheel w;
+  const uint64_t t0 = 1u << 30;
+  const uint64_t tick = uint64_t{1} << TimerWheel::kTickShift;
+  w.add(t0 + 200 * tick, 1);
+  fire(&w, t0);
+  w.add(t0 + 100, 2);
+  EXPECT_EQ(w.earliest(), t0 + 100);
+  EXPECT_EQ(fire(&w, t0 + 100), (Fired{{t0 + 100, 2}}));
+  EXPECT_EQ(w.earliest(), t0 + 200 * tick);
+  // Passes up to the later timer fire nothing early.
+  for (uint64_t t = t0 + tick; t < t0 + 200 * tick; t += 7 * tick) EXPECT_TRUE(fire(&w, t).empty());
+  w.add(t0 + 150 * tick, 3);
+  EXPECT_EQ(fire(&w, t0 + 200 * tick), (Fired{{t0 + 150 * tick, 3}, {t0 + 200 * tick, 1}}));
+  EXPECT_TRUE(w.empty());
+}
+
 // Against a sorted reference: random timers, random fire times, nothing lost or early.
 TEST(TimerWheel, MatchesAReferenceQueue) {
   std::mt19937_64 rng(7);
