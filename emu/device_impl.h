@@ -121,6 +121,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // PacketSink
   void deliver(Packet&& pkt) override;
   void deliver_copy(const Packet& pkt) override;
+  void deliver_batch(std::vector<Packet>* pkts) override;
 
   // Called by objects, under mu_.
   int modify_qp_locked(EmuQp* qp, const backend::QpAttr& attr, uint32_t mask);
@@ -388,6 +389,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::vector<Packet> inbox_;
   std::atomic<size_t> inbox_size_{0};
   std::vector<Packet> work_pkts_;
+  SendBatch tx_batch_;  // what a pass sends (Fabric::batch_begin)
   // Packets a fault plan holds back (reordering: released after `left` later packets or at pass
   // `until`) or delays (released at a time).
   struct Held {
