@@ -231,7 +231,8 @@ void InProcFabric::batch_end() {
   open_batch = nullptr;
 }
 
-int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+int InProcFabric::send(const Gid& dst, Packet&& pkt, uint64_t now_ns) {
+  (void)now_ns;  // delivery takes no time
   SendBatch* b = open_batch;
   if (b != nullptr && b->owner == this) {
     PacketSink* sink = batch_sink(b, dst);
@@ -246,7 +247,8 @@ int InProcFabric::send(const Gid& dst, Packet&& pkt) {
   return with_sink(dst, [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
 }
 
-int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns) {
+  (void)now_ns;
   *mark = 0;  // handed over at once: never on the wire
   SendBatch* b = open_batch;
   if (b != nullptr && b->owner == this) {

@@ -209,8 +209,9 @@ class Fabric {
   virtual int attach(const Gid& gid, PacketSink* sink) = 0;
   // After detach returns, the sink is never called again.
   virtual void detach(const Gid& gid) = 0;
-  // 0, or -EHOSTUNREACH when nothing owns dst.
-  virtual int send(const Gid& dst, Packet&& pkt) = 0;
+  // 0, or -EHOSTUNREACH when nothing owns dst. `now_ns`: the caller's steady clock (an engine's
+  // pass time; 0: a fabric that needs the time reads it).
+  virtual int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) = 0;
   // What the calling thread sends between batch_begin() and batch_end() may be handed to the
   // destinations only at batch_end(), per destination at once (an engine pass's packets for one
   // device cost one queue lock and one wake check, not one each). A send's result is known when
@@ -219,6 +220,8 @@ class Fabric {
   // another fabric meanwhile go out at once.
   virtual void batch_begin(SendBatch* b) { (void)b; }
   virtual void batch_end() {}
+  // True when batch_begin/batch_end do something here (a caller may skip them otherwise).
+  virtual bool batches_sends() const { return false; }
   // True when a packet handed to send() always reaches an attached destination. Devices then
   // skip retransmission copies and duplicate filtering unless a fault plan drops packets.
   virtual bool lossless() const { return false; }
@@ -260,15 +263,15 @@ class Fabric {
   }
   // send(), and where the packet lies on the way to `dst`: a mark that unserved() takes. 0 (the
   // default, and for a packet handed over at once) means it is no longer on the wire.
-  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark, uint64_t now_ns = 0) {
     *mark = 0;
-    return send(dst, std::move(pkt));
+    return send(dst, std::move(pkt), now_ns);
   }
   // send_marked() of a copy of `pkt`, which stays the caller's (a request kept for
   // retransmission): a fabric that only reads the packet need not copy it first.
-  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns = 0) {
     Packet copy = pkt;
-    return send_marked(dst, std::move(copy), mark);
+    return send_marked(dst, std::move(copy), mark, now_ns);
   }
   // True when the packet that send_marked() gave `mark` has provably not been served yet: it
   // still waits unread on the way to the live `dst`, or no engine pass of dst begun after
@@ -317,14 +320,15 @@ class InProcFabric : public Fabric {
   ~InProcFabric() override;
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
-  int send(const Gid& dst, Packet&& pkt) override;
+  int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
   // The copy is made once: by the destination's sink (PacketSink::deliver_copy), or, in a batch,
   // into the batch that the sink takes whole.
-  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns = 0) override;
   // A batch holds its thread's stripe from its first send to its end, so that every sink it
   // queued packets for stays attached until they are handed over.
   void batch_begin(SendBatch* b) override;
   void batch_end() override;
+  bool batches_sends() const override { return true; }
   bool lossless() const override { return true; }
   // Every device is in this process; its copies are checked ones (a buffer freed under a late
   // request faults the copy, not the process).

@@ -130,7 +130,8 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
       tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
          static_cast<uint32_t>(resp.payload.size()), pkt.token);
     }
-    if (fabric_->send(pkt.src, std::move(resp)) != 0) {
+    open_tx_batch();
+    if (fabric_->send(pkt.src, std::move(resp), send_now()) != 0) {
       // Lost on the way back; the requester retransmits and gets the remembered answer.
       bump(kDropped);
       if (rqp != nullptr) rqp->qs.dropped_packets++;
