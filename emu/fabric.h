@@ -305,7 +305,8 @@ class PeerMemory {
   static int read(const PeerRef& from, uint64_t addr, void* local, size_t len);
 };
 
-// Devices in one process. Delivery is a call into the destination's sink. The GID table is an
+// Devices in one process. Delivery is a call into the destination's sink (in a batch, one call
+// per destination at the batch's end). The GID table is an
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
 // have seen the old table has left before it returns. Each thread remembers its last look-ups
