@@ -52,6 +52,7 @@ DeviceImpl::DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shar
   uint64_t mix = (now_ns() ^ reinterpret_cast<uintptr_t>(this)) * 0x9e3779b97f4a7c15ull;
   epoch_ = static_cast<uint32_t>(mix >> 32);
   borrow_payloads_ = fabric_->copies_on_send();
+  batch_sends_ = fabric_->batches_sends();
   one_copy_ = opt_.one_copy && fabric_->peer_memory();
   if (one_copy_) self_ref_ = PeerMemory::self();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();

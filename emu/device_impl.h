@@ -121,6 +121,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // PacketSink
   void deliver(Packet&& pkt) override;
   void deliver_copy(const Packet& pkt) override;
+  void deliver_batch(std::vector<Packet>* pkts) override;
 
   // Called by objects, under mu_.
   int modify_qp_locked(EmuQp* qp, const backend::QpAttr& attr, uint32_t mask);
@@ -388,6 +389,20 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::vector<Packet> inbox_;
   std::atomic<size_t> inbox_size_{0};
   std::vector<Packet> work_pkts_;
+  // What a pass sends goes in one batch (Fabric::batch_begin) where the fabric batches sends,
+  // opened by the pass's first send (a pass that sends nothing pays nothing) and closed at the
+  // pass's end.
+  SendBatch tx_batch_;
+  bool batch_sends_ = false;  // Fabric::batches_sends
+  bool in_pass_ = false;
+  bool tx_batch_open_ = false;
+  void open_tx_batch() {
+    if (!batch_sends_ || tx_batch_open_ || !in_pass_) return;
+    tx_batch_open_ = true;
+    fabric_->batch_begin(&tx_batch_);
+  }
+  // The pass time for Fabric::send (0 on a step clock, which is not the steady clock).
+  uint64_t send_now() const { return opt_.step_clock_ns != 0 ? 0 : step_now_; }
   // Packets a fault plan holds back (reordering: released after `left` later packets or at pass
   // `until`) or delays (released at a time).
   struct Held {

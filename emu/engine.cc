@@ -134,6 +134,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
   step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns();
   bump(kSteps);
   int work = 0;
+  in_pass_ = true;
   // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
   // while the engine is driven, and what it reads comes here in one batch, not through the inbox.
   if (attached_) {
@@ -160,6 +161,11 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
     }
   }
   fire_timers();
+  in_pass_ = false;
+  if (tx_batch_open_) {
+    tx_batch_open_ = false;
+    fabric_->batch_end();
+  }
   return work;
 }
 

@@ -37,6 +37,19 @@ struct CachedSink {
 constexpr uint32_t kCachedSinks = 4;
 thread_local CachedSink cached_sinks[kCachedSinks];
 
+// The calling thread's open batch (Fabric::batch_begin), null when none.
+thread_local SendBatch* open_batch = nullptr;
+
+// The queue of batch `b` for `s`, or null when every queue serves another sink.
+inline std::vector<Packet>* queue_for(SendBatch* b, PacketSink* s) {
+  for (int i = 0; i < b->queues; ++i) {
+    if (b->sink[i] == s) return &b->pkts[i];
+  }
+  if (b->queues == SendBatch::kQueues) return nullptr;
+  b->sink[b->queues] = s;
+  return &b->pkts[b->queues++];
+}
+
 // This process's identity word: random, drawn again in a child after fork(). The descriptor of
 // its PeerMappings table follows it, so that a peer reads both at once.
 struct Published {
@@ -158,23 +171,22 @@ void InProcFabric::detach(const Gid& gid) {
   publish(next);
 }
 
+inline PacketSink* InProcFabric::find_sink(const Gid& dst) {
+  const Table* t = table_.load(std::memory_order_seq_cst);
+  // The table is live while this send is in flight, and so is every sink it names.
+  CachedSink& c = cached_sinks[dst[15] % kCachedSinks];
+  if (c.gen == t->gen && gid_equal(c.gid, dst)) return c.sink;
+  auto it = t->sinks.find(dst);
+  if (it == t->sinks.end()) return nullptr;
+  c = CachedSink{t->gen, dst, it->second};
+  return it->second;
+}
+
 template <class H>
 int InProcFabric::with_sink(const Gid& dst, H&& hand) {
   Stripe& s = stripes_[my_stripe(kStripes)];
   s.in_flight.fetch_add(1, std::memory_order_seq_cst);
-  const Table* t = table_.load(std::memory_order_seq_cst);
-  // The table is live while this send is in flight, and so is every sink it names.
-  CachedSink& c = cached_sinks[dst[15] % kCachedSinks];
-  PacketSink* sink = nullptr;
-  if (c.gen == t->gen && gid_equal(c.gid, dst)) {
-    sink = c.sink;
-  } else {
-    auto it = t->sinks.find(dst);
-    if (it != t->sinks.end()) {
-      sink = it->second;
-      c = CachedSink{t->gen, dst, sink};
-    }
-  }
+  PacketSink* sink = find_sink(dst);
   int rc = -EHOSTUNREACH;
   if (sink != nullptr) {
     hand(sink);
@@ -184,12 +196,71 @@ int InProcFabric::with_sink(const Gid& dst, H&& hand) {
   return rc;
 }
 
-int InProcFabric::send(const Gid& dst, Packet&& pkt) {
+inline PacketSink* InProcFabric::batch_sink(SendBatch* b, const Gid& dst) {
+  if (b->in_flight == nullptr) {
+    // A table loaded from now on outlives the batch (publish waits for the stripe), and so do
+    // the sinks it names: a detach returns only after the packets queued for its sink are in.
+    b->in_flight = &stripes_[my_stripe(kStripes)].in_flight;
+    b->in_flight->fetch_add(1, std::memory_order_seq_cst);
+  }
+  return find_sink(dst);
+}
+
+void InProcFabric::batch_begin(SendBatch* b) {
+  SendBatch* open = open_batch;
+  if (open == nullptr) {
+    b->owner = this;
+    b->depth = 1;
+    open_batch = b;
+  } else if (open->owner == this) {
+    ++open->depth;
+  }
+}
+
+void InProcFabric::batch_end() {
+  SendBatch* b = open_batch;
+  if (b == nullptr || b->owner != this || --b->depth > 0) return;
+  for (int i = 0; i < b->queues; ++i) {
+    if (!b->pkts[i].empty()) b->sink[i]->deliver_batch(&b->pkts[i]);
+    b->pkts[i].clear();
+  }
+  b->queues = 0;
+  if (b->in_flight != nullptr) b->in_flight->fetch_sub(1, std::memory_order_release);
+  b->in_flight = nullptr;
+  b->owner = nullptr;
+  open_batch = nullptr;
+}
+
+int InProcFabric::send(const Gid& dst, Packet&& pkt, uint64_t now_ns) {
+  (void)now_ns;  // delivery takes no time
+  SendBatch* b = open_batch;
+  if (b != nullptr && b->owner == this) {
+    PacketSink* sink = batch_sink(b, dst);
+    if (sink == nullptr) return -EHOSTUNREACH;
+    if (std::vector<Packet>* q = queue_for(b, sink)) {
+      q->push_back(std::move(pkt));
+    } else {
+      sink->deliver(std::move(pkt));
+    }
+    return 0;
+  }
   return with_sink(dst, [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
 }
 
-int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns) {
+  (void)now_ns;
   *mark = 0;  // handed over at once: never on the wire
+  SendBatch* b = open_batch;
+  if (b != nullptr && b->owner == this) {
+    PacketSink* sink = batch_sink(b, dst);
+    if (sink == nullptr) return -EHOSTUNREACH;
+    if (std::vector<Packet>* q = queue_for(b, sink)) {
+      q->push_back(pkt);
+    } else {
+      sink->deliver_copy(pkt);
+    }
+    return 0;
+  }
   return with_sink(dst, [&](PacketSink* sink) { sink->deliver_copy(pkt); });
 }
 

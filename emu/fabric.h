@@ -179,6 +179,27 @@ class PacketSink {
     Packet copy = pkt;
     deliver(std::move(copy));
   }
+  // deliver() of every packet of *pkts, which is left empty: a sink that queues takes the batch
+  // under one lock (or takes the vector itself), and wakes its consumer once.
+  virtual void deliver_batch(std::vector<Packet>* pkts) {
+    for (Packet& p : *pkts) deliver(std::move(p));
+    pkts->clear();
+  }
+};
+
+class Fabric;
+
+// A caller's storage for its batches of sends (Fabric::batch_begin): kept by the caller (an
+// engine), so that a batch costs neither an allocation nor a thread-local object to construct.
+// Only the fabric that opened a batch in it reads or writes it.
+struct SendBatch {
+  static constexpr int kQueues = 4;  // destinations queued for; beyond them a send goes at once
+  const Fabric* owner = nullptr;
+  int depth = 0;
+  std::atomic<uint32_t>* in_flight = nullptr;  // InProcFabric: its stripe, held from a first send
+  int queues = 0;
+  PacketSink* sink[kQueues] = {};
+  std::vector<Packet> pkts[kQueues];
 };
 
 class Fabric {
@@ -188,8 +209,19 @@ class Fabric {
   virtual int attach(const Gid& gid, PacketSink* sink) = 0;
   // After detach returns, the sink is never called again.
   virtual void detach(const Gid& gid) = 0;
-  // 0, or -EHOSTUNREACH when nothing owns dst.
-  virtual int send(const Gid& dst, Packet&& pkt) = 0;
+  // 0, or -EHOSTUNREACH when nothing owns dst. `now_ns`: the caller's steady clock (an engine's
+  // pass time; 0: a fabric that needs the time reads it).
+  virtual int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) = 0;
+  // What the calling thread sends between batch_begin() and batch_end() may be handed to the
+  // destinations only at batch_end(), per destination at once (an engine pass's packets for one
+  // device cost one queue lock and one wake check, not one each). A send's result is known when
+  // it returns all the same. `b` lives until batch_end(). Pairs nest (the outer pair's storage
+  // serves); a thread's open batch belongs to the fabric that opened it, and sends through
+  // another fabric meanwhile go out at once.
+  virtual void batch_begin(SendBatch* b) { (void)b; }
+  virtual void batch_end() {}
+  // True when batch_begin/batch_end do something here (a caller may skip them otherwise).
+  virtual bool batches_sends() const { return false; }
   // True when a packet handed to send() always reaches an attached destination. Devices then
   // skip retransmission copies and duplicate filtering unless a fault plan drops packets.
   virtual bool lossless() const { return false; }
@@ -231,15 +263,15 @@ class Fabric {
   }
   // send(), and where the packet lies on the way to `dst`: a mark that unserved() takes. 0 (the
   // default, and for a packet handed over at once) means it is no longer on the wire.
-  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+  virtual int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark, uint64_t now_ns = 0) {
     *mark = 0;
-    return send(dst, std::move(pkt));
+    return send(dst, std::move(pkt), now_ns);
   }
   // send_marked() of a copy of `pkt`, which stays the caller's (a request kept for
   // retransmission): a fabric that only reads the packet need not copy it first.
-  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+  virtual int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns = 0) {
     Packet copy = pkt;
-    return send_marked(dst, std::move(copy), mark);
+    return send_marked(dst, std::move(copy), mark, now_ns);
   }
   // True when the packet that send_marked() gave `mark` has provably not been served yet: it
   // still waits unread on the way to the live `dst`, or no engine pass of dst begun after
@@ -273,7 +305,8 @@ class PeerMemory {
   static int read(const PeerRef& from, uint64_t addr, void* local, size_t len);
 };
 
-// Devices in one process. Delivery is a call into the destination's sink. The GID table is an
+// Devices in one process. Delivery is a call into the destination's sink (in a batch, one call
+// per destination at the batch's end). The GID table is an
 // immutable snapshot replaced on attach/detach (read-copy-update): send() takes no lock, only
 // marks itself in flight on a per-thread stripe, and detach() waits until every send that could
 // have seen the old table has left before it returns. Each thread remembers its last look-ups
@@ -288,9 +321,15 @@ class InProcFabric : public Fabric {
   ~InProcFabric() override;
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
-  int send(const Gid& dst, Packet&& pkt) override;
-  // The copy is made once, by the destination's sink (PacketSink::deliver_copy).
-  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
+  int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
+  // The copy is made once: by the destination's sink (PacketSink::deliver_copy), or, in a batch,
+  // into the batch that the sink takes whole.
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns = 0) override;
+  // A batch holds its thread's stripe from its first send to its end, so that every sink it
+  // queued packets for stays attached until they are handed over.
+  void batch_begin(SendBatch* b) override;
+  void batch_end() override;
+  bool batches_sends() const override { return true; }
   bool lossless() const override { return true; }
   // Every device is in this process; its copies are checked ones (a buffer freed under a late
   // request faults the copy, not the process).
@@ -328,6 +367,11 @@ class InProcFabric : public Fabric {
   // Calls hand(sink) with the sink of `dst`, marked in flight meanwhile; 0 or -EHOSTUNREACH.
   template <class H>
   int with_sink(const Gid& dst, H&& hand);
+  // The sink of `dst` in the current table, or null; call while marked in flight.
+  [[gnu::always_inline]] inline PacketSink* find_sink(const Gid& dst);
+  // For a send in the thread's open batch `b` of this fabric: the sink of `dst` (null when
+  // nothing owns it), the batch's stripe held from now until batch_end.
+  [[gnu::always_inline]] inline PacketSink* batch_sink(SendBatch* b, const Gid& dst);
 
   std::mutex write_mu_;               // serializes attach/detach
   std::atomic<const Table*> table_;   // never null

@@ -251,7 +251,8 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
   if (!drop) {
     // The request is kept for retransmission: the fabric sends a copy (a fabric that reads it in
     // place makes none; a borrowed payload is lent again, not copied).
-    rc = fabric_->send_copy(op->dst, op->pkt, &op->tx_mark);
+    open_tx_batch();
+    rc = fabric_->send_copy(op->dst, op->pkt, &op->tx_mark, send_now());
     if (rc != 0 && rc != -EHOSTUNREACH) {
       // Not delivered (a mailbox that stayed full, a send that failed): lost like a dropped
       // packet, and retransmitted when its timeout expires.

@@ -32,6 +32,21 @@ void DeviceImpl::deliver_copy(const Packet& pkt) {
   if (sleeping_.load(std::memory_order_seq_cst)) kick();  // as in deliver()
 }
 
+void DeviceImpl::deliver_batch(std::vector<Packet>* pkts) {
+  if (pkts->empty()) return;
+  {
+    std::lock_guard<InboxLock> lock(inbox_mu_);
+    if (inbox_.empty()) {
+      inbox_.swap(*pkts);  // the batch becomes the inbox; the sender keeps the empty vector
+    } else {
+      for (Packet& p : *pkts) inbox_.push_back(std::move(p));
+      pkts->clear();
+    }
+    inbox_size_.store(inbox_.size(), std::memory_order_seq_cst);
+  }
+  if (sleeping_.load(std::memory_order_seq_cst)) kick();  // as in deliver()
+}
+
 DeviceImpl::Executed* DeviceImpl::executed_lookup(const Gid& gid, uint32_t epoch) {
   auto key = std::make_pair(gid, epoch);
   std::unique_ptr<Executed>& e = executed_[key];
@@ -115,7 +130,8 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
       tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
          static_cast<uint32_t>(resp.payload.size()), pkt.token);
     }
-    if (fabric_->send(pkt.src, std::move(resp)) != 0) {
+    open_tx_batch();
+    if (fabric_->send(pkt.src, std::move(resp), send_now()) != 0) {
       // Lost on the way back; the requester retransmits and gets the remembered answer.
       bump(kDropped);
       if (rqp != nullptr) rqp->qs.dropped_packets++;

@@ -67,7 +67,8 @@ void DeviceImpl::send_datagram(TxOp&& op) {
     bump(kDropped);
     qp->qs.dropped_packets++;
   } else {
-    (void)fabric_->send(op.dst, std::move(p));  // an unowned destination is one more loss
+    open_tx_batch();
+    (void)fabric_->send(op.dst, std::move(p), send_now());  // an unowned destination is one more loss
   }
   complete_tx(qp, op.req_id, op.req_id_ex, op.op, EFA_IO_COMP_STATUS_OK, op.comp_req);
 }

@@ -741,37 +741,37 @@ int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
   return 1;
 }
 
-int ShmFabric::send(const Gid& dst, Packet&& pkt) {
+int ShmFabric::send(const Gid& dst, Packet&& pkt, uint64_t now) {
   uint64_t mark;
-  return send_marked(dst, std::move(pkt), &mark);
+  return send_marked(dst, std::move(pkt), &mark, now);
 }
 
-int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) {
+int ShmFabric::send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark, uint64_t now) {
   *mark = 0;
   // Most sends go to other processes: a clear bit tells without a call.
   if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) != 0 && send_local(dst, &pkt) == 1) return 0;
-  return send_to_mailbox(dst, pkt, mark);
+  return send_to_mailbox(dst, pkt, mark, now);
 }
 
-int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now) {
   *mark = 0;
   if (local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) {
     Packet copy = pkt;
     if (send_local(dst, &copy) == 1) return 0;
   }
-  return send_to_mailbox(dst, pkt, mark);
+  return send_to_mailbox(dst, pkt, mark, now);
 }
 
-int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark) {
+int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now) {
   TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
   // Before any peer is looked up: pairs with reclaim_peers()'s scan of the stripes.
   stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);
   bool closed = false;
-  int rc = send_remote(dst, pkt, &closed, mark);
+  int rc = send_remote(dst, pkt, &closed, mark, now);
   if (closed) {
     // The owner detached; a device that came back under this GID has a new mailbox.
     st_[kReopened].fetch_add(1, std::memory_order_relaxed);
-    rc = send_remote(dst, pkt, &closed, mark);
+    rc = send_remote(dst, pkt, &closed, mark, now);
     if (closed) rc = -EHOSTUNREACH;
   }
   stripe.in_flight.fetch_sub(1, std::memory_order_release);
@@ -813,7 +813,8 @@ inline int ShmFabric::lock_mailbox(Mailbox* mb) {
 
 inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std::memory_order_release); }
 
-int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p) {
+int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p,
+                           uint64_t pass_ns) {
   *closed = false;
   *end_p = 0;
   Peer* peer = tx_hint(dst).load(std::memory_order_seq_cst);
@@ -828,9 +829,11 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     *closed = true;
     return -EHOSTUNREACH;
   }
-  // One clock read per packet: the liveness check's and the time of the write (a packet's
-  // fragments are written within microseconds unless the ring is full, which reads it again).
-  uint64_t sent_ns = now_ns();
+  // The liveness check's time and the time of the write: the sender's pass time when it gives
+  // one (unserved() and peer_stalled() compare the peer's passes with that time anyway), else
+  // one clock read per packet (a packet's fragments are written within microseconds unless the
+  // ring is full, which reads it again).
+  uint64_t sent_ns = pass_ns != 0 ? pass_ns : now_ns();
   if (!peer_alive(peer, false, sent_ns)) {
     drop_peer(dst, peer);
     return -EHOSTUNREACH;

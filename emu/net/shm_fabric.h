@@ -85,11 +85,12 @@ class ShmFabric : public Fabric {
 
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
-  int send(const Gid& dst, Packet&& pkt) override;
+  // `now_ns` is the time of the write (unserved(), peer_stalled()) and of the liveness check.
+  int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
   // The mark is the mailbox position just past the packet's last fragment.
-  int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark) override;
+  int send_marked(const Gid& dst, Packet&& pkt, uint64_t* mark, uint64_t now_ns = 0) override;
   // Reads the packet in place unless the destination is attached here.
-  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark) override;
+  int send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns = 0) override;
   bool unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) override;
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
@@ -124,9 +125,9 @@ class ShmFabric : public Fabric {
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
   // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.
-  int send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark);
-  // *end: the ring position just past the packet's last fragment.
-  int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end);
+  int send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns);
+  // *end: the ring position just past the packet's last fragment; now_ns as send()'s.
+  int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end, uint64_t now_ns);
   // `now_ns`: the steady clock (0: read it here).
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
   // The flock probe behind peer_alive, at most once per liveness_check_ms.

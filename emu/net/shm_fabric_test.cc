@@ -555,6 +555,39 @@ TEST(ShmFabric, AMarkTellsWhetherThePacketWasServed) {
   EXPECT_EQ(sb.take().size(), 2u);
 }
 
+// A send given its caller's pass time is written at that time: the receiver's passes are
+// compared with it (peer_stalled), not with the clock when the bytes went in.
+TEST(ShmFabric, ASendIsWrittenAtItsCallersPassTime) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("passtime");
+  o.park_us = 500000;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(51), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(52), &sb), 0);
+  std::vector<Packet> got;
+  EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 0);
+  const uint64_t later = steady_ns() + 3600ull * 1000000000;
+  ASSERT_EQ(a->send(gid_of(52), make_packet(gid_of(51), 1, 64), later), 0);
+  uint64_t mark = 0;
+  ASSERT_EQ(a->send_copy(gid_of(52), make_packet(gid_of(51), 2, 64), &mark, later), 0);
+  EXPECT_GT(mark, 0u);
+  // Read, and passes finished since, but every one of them began before `later`.
+  EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 2);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 0);
+  EXPECT_TRUE(a->peer_stalled(gid_of(52), 0));
+  // Without a time the write is the clock's: a pass begun after it and finished serves it.
+  ASSERT_EQ(a->send(gid_of(52), make_packet(gid_of(51), 3, 64)), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 1);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 0);
+  EXPECT_FALSE(a->peer_stalled(gid_of(52), 0));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].token, 3u);
+  EXPECT_EQ(sb.take().size(), 0u);
+}
+
 }  // namespace
 }  // namespace net
 }  // namespace emu

@@ -76,7 +76,7 @@ class UdpFabric : public Fabric {
 
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
-  int send(const Gid& dst, Packet&& pkt) override;
+  int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
   bool lossless() const override { return true; }
 
   // The bound endpoint and the GID of device `index` on it.
