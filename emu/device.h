@@ -128,7 +128,7 @@ struct DeviceOptions {
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
   uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this (4x after a second idle)
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this (see above)
-  uint32_t park_max_us = 20000;      // a park doubles up to this while the caller goes on driving
+  uint32_t park_max_us = 4000;       // a park doubles up to this while the caller goes on driving
   // Nonzero: the engine's clock advances this many ns per pass instead of following the wall
   // clock, so that a run driven by step() from one thread (engine_thread = false) is
   // deterministic, timers and fault windows included.

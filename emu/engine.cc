@@ -302,9 +302,10 @@ void DeviceImpl::engine_loop() {
   // while callers called at least once per park_us on average during it, however long ago the
   // latest call was: on a loaded machine a caller is often preempted for longer than park_us,
   // and taking over then only adds a third busy thread. A caller that calls rarely does not
-  // drive (the engine thread serves the wire meanwhile). So a long caller-driven run wakes this
-  // thread once per park_max_us; a caller that stops without a word is taken over from within
-  // two parks, one that blocks (arms a CQ) or hands over (kick) at once.
+  // drive (the engine thread serves the wire meanwhile), nor does one that is not calling when
+  // a park ends while packets wait for it. So a long caller-driven run wakes this thread once
+  // per park_max_us; a caller that stops without a word is taken over from within two parks,
+  // one that blocks (arms a CQ) or hands over (kick) at once.
   const uint32_t park_max_us = std::max(opt_.park_max_us, opt_.park_us);
   uint32_t park_us = opt_.park_us;
   bool timed_out = false;   // the last park ended by its timeout
@@ -314,10 +315,15 @@ void DeviceImpl::engine_loop() {
     uint64_t t = now_ns();
     uint64_t last = last_caller_ns_.load(std::memory_order_relaxed);
     const uint64_t calls = caller_calls_.load(std::memory_order_relaxed);
-    const bool renew = timed_out && calls - calls_at_park >= calls_needed;
+    const bool recent = t >= last && t - last < uint64_t{opt_.park_us} * 1000;
+    // Packets wait for a caller that is not calling now (preempted, on a loaded machine): this
+    // thread serves them rather than leave the peer waiting for the caller's next time slice.
+    const bool gap_with_work = timed_out && !recent &&
+                               (inbox_size_.load(std::memory_order_acquire) != 0 || (attached_ && fabric_->rx_pending(gid_)));
+    const bool renew = timed_out && calls - calls_at_park >= calls_needed && !gap_with_work;
     if (timed_out && !renew) park_us = opt_.park_us;  // the callers fell behind: start short
     bool parked = false;
-    if (renew || (t >= last && t - last < uint64_t{opt_.park_us} * 1000)) {
+    if (renew || recent) {
       // A caller is driving: stay off the CPU, unless a kick since that call handed over.
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (!wake_ && last > kicked_ns_) {
