@@ -473,6 +473,7 @@ TEST(ShmFabric, APollerPreemptedForLongerThanAParkKeepsTheReceiveThreadParked) {
   EXPECT_EQ(after.rx_thread_packets, before.rx_thread_packets);
   EXPECT_LE(after.rx_parks - before.rx_parks, 3u);
   EXPECT_EQ(after.rx_park_stops, before.rx_park_stops);
+  b->detach(gid_of(32));  // its receive thread is done with the sink before the sink goes
 }
 
 // A poller that polls far less than once per park_us (an engine thread's pass between its idle
@@ -495,6 +496,7 @@ TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GT(b->stats().rx_thread_packets, 0u);
+  b->detach(gid_of(42));  // its receive thread is done with the sink before the sink goes
 }
 
 uint64_t steady_ns() { return clock::mono_ns(); }
