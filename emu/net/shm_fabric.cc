@@ -164,7 +164,6 @@ struct ShmFabric::Local {
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
   std::atomic<uint64_t> last_poll_ns{0};
-  std::atomic<uint64_t> polls{0};  // poll_rx calls: how often a poller drives (receive_loop)
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
   std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
@@ -498,36 +497,26 @@ void ShmFabric::receive_loop(Local* lp) {
   Mailbox* box = lp->mb;
   uint64_t last_work = now_ns();
   const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
-  // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in at
-  // one per park_us or more on average, however long ago the latest one was (a poller preempted
-  // for a while still drives; an engine thread's occasional pass while it sleeps does not). So
-  // a long caller-driven run wakes this thread rarely. A poller that stops says so
-  // (poll_rx_stop: the device's engine thread, which notices a caller that stopped, when it
-  // takes over), which ends the park at once.
+  // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in:
+  // a long caller-driven run wakes this thread rarely. A park that ends while the poller is not
+  // polling (preempted, on a loaded machine, or stopped) hands over to this thread, which a
+  // sender then wakes for the next packet: a peer's packet does not wait for the poller's next
+  // time slice. A poller that stops for a while says so (poll_rx_stop), which ends the park.
   const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
   uint64_t park_wait_ns = park_ns;
-  bool timed_out = false;  // the last park ended by its timeout
-  uint64_t polls_needed = 0, polls_at_park = 0;
   while (!lp->stop.load(std::memory_order_relaxed)) {
     uint64_t now = now_ns();
     uint64_t polled = lp->last_poll_ns.load(std::memory_order_relaxed);
-    const uint64_t polls = lp->polls.load(std::memory_order_relaxed);
-    const bool renew = timed_out && polled != 0 && polls - polls_at_park >= polls_needed;
-    if (timed_out && !renew) park_wait_ns = park_ns;
-    timed_out = false;
-    if (renew || (polled != 0 && now >= polled && now - polled < park_ns)) {
+    if (polled != 0 && now >= polled && now - polled < park_ns) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
       // Senders do not wake a parked thread (it is not `sleeping`); detach and poll_rx_stop do.
       uint32_t seq = box->wake_seq.load(std::memory_order_relaxed);
       const uint64_t wait = park_wait_ns;
       bump(lp->rx_parks, 1);
-      polls_at_park = polls;
-      polls_needed = std::max<uint64_t>(1, wait / std::max<uint64_t>(park_ns, 1));
       timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
       const bool woken = futex(&box->wake_seq, FUTEX_WAIT, seq, &ts) == 0 ||
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
       if (woken) bump(lp->rx_park_stops, 1);
-      timed_out = !woken;
       park_wait_ns = woken ? park_ns : std::min(park_wait_ns * 2, park_max_ns);
       last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
       continue;
@@ -583,7 +572,6 @@ int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vect
   }
   if (now == 0) now = now_ns();
   lp->last_poll_ns.store(now, std::memory_order_relaxed);
-  lp->polls.store(lp->polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // a rate: a lost count is harmless
   // The receive thread is draining, or the local was detached (detach keeps `consuming`, and the
   // object stays in retired_): nothing to do here.
   if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;

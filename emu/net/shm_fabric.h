@@ -55,9 +55,7 @@ struct ShmFabricOptions {
   uint32_t fragment_bytes = 256u << 10;
   uint32_t spin_us = 30;          // receive thread: poll this long after traffic before sleeping
   uint32_t park_us = 200;         // receive thread: stays parked while poll_rx() ran within this
-  // A park doubles from park_us up to this while polls go on; the device's engine thread ends it
-  // (poll_rx_stop) when it takes over from a caller that stopped.
-  uint32_t park_max_us = 100000;
+  uint32_t park_max_us = 4000;    // a park doubles from park_us up to this while polls go on
   uint32_t full_timeout_ms = 2000;  // a sender gives up on a mailbox that stays full
   uint32_t liveness_check_ms = 20;  // how often a sender re-checks that a peer lives
   // Large RDMA transfers refer to the sender's memory and the other end copies it across with

@@ -441,43 +441,9 @@ TEST(ShmFabric, APollerThatStopsEndsThePark) {
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
 }
 
-// A poller that drives in bursts with gaps far longer than park_us (as one preempted on a loaded
-// machine does) keeps the receive thread parked: a packet written just before each gap waits for
-// the poller, not for the receive thread, and the thread wakes about once per long park.
-TEST(ShmFabric, APollerPreemptedForLongerThanAParkKeepsTheReceiveThreadParked) {
-  std::shared_ptr<ShmFabric> a, b;
-  ShmFabricOptions o = opts("gaps");
-  o.park_us = 200;
-  o.park_max_us = 1000000;
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
-  TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(31), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(32), &sb), 0);
-  // Polls without a pause until the park has grown well past the gaps below.
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
-  while (std::chrono::steady_clock::now() < until) b->poll_rx(gid_of(32), 64);
-  const ShmFabricStats before = b->stats();
-  int sent = 0;
-  for (int burst = 0; burst < 40; ++burst) {
-    const auto busy = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-    while (std::chrono::steady_clock::now() < busy) b->poll_rx(gid_of(32), 64);
-    ASSERT_EQ(a->send(gid_of(32), make_packet(gid_of(31), 100 + burst, 64)), 0);
-    ++sent;
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  }
-  while (b->poll_rx(gid_of(32), 64) > 0) {
-  }
-  const ShmFabricStats after = b->stats();
-  EXPECT_EQ(sb.take().size(), static_cast<size_t>(sent));
-  EXPECT_EQ(after.rx_thread_packets, before.rx_thread_packets);
-  EXPECT_LE(after.rx_parks - before.rx_parks, 3u);
-  EXPECT_EQ(after.rx_park_stops, before.rx_park_stops);
-  b->detach(gid_of(32));  // its receive thread is done with the sink before the sink goes
-}
-
 // A poller that polls far less than once per park_us (an engine thread's pass between its idle
-// sleeps) does not keep the receive thread parked: packets reach the sink without it.
+// sleeps) does not keep the receive thread parked, however long its parks have grown: packets
+// reach the sink without it, and the thread counts them as its own.
 TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("rare");
