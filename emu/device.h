@@ -7,8 +7,10 @@
 // progress(); one optional engine thread per device drives it when nobody else does. The engine
 // thread parks while callers are driving (so a 2-core machine does not pay for hand-offs),
 // spins briefly after work, then backs off to sleeping; fabric deliveries and control calls wake
-// it early. A park lasts park_us, doubling up to idle_sleep_max_us while the callers keep
-// driving; arming a CQ (a caller about to block on its event) and kick() end it at once.
+// it early. A park lasts park_us, doubling up to park_max_us while the callers keep driving
+// (a caller that called during a park drives still, though preempted since); arming a CQ (a
+// caller about to block on its event) and kick() end it at once, and a caller that just stops
+// calling is taken over from within two parks.
 // A device kernel that only writes doorbells is noticed within the sleep period
 // (idle_sleep_max_us, or four times that once the device has been idle for a second, unless a
 // CQ in external memory is live: device code polls that one and never calls in, so its device
@@ -126,6 +128,7 @@ struct DeviceOptions {
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after the last work
   uint32_t idle_sleep_max_us = 4000; // then sleep, doubling up to this (4x after a second idle)
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this (see above)
+  uint32_t park_max_us = 4000;       // a park doubles up to this while the caller goes on driving
   // Nonzero: the engine's clock advances this many ns per pass instead of following the wall
   // clock, so that a run driven by step() from one thread (engine_thread = false) is
   // deterministic, timers and fault windows included.
@@ -170,6 +173,10 @@ struct Stats {
   // The longest idle sleep and the longest park the engine thread has chosen (microseconds): a
   // device kernel's doorbell waits at most the sleep, a caller's hand-over at most the park.
   uint64_t longest_sleep_us, longest_park_us;
+  // Parks of the engine thread while callers drove, those a kick (or a CQ armed) ended early,
+  // and the times it took over after a park because no caller had called during it: each park
+  // and each takeover is one wakeup of the thread.
+  uint64_t parks, park_kicks, takeovers;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

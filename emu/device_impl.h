@@ -139,14 +139,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 7];
+    std::atomic<uint64_t> v[22 + 6 + 10];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
     kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits,
-    kLongestSleepUs, kLongestParkUs  // written by the engine thread alone
+    kLongestSleepUs, kLongestParkUs, kParks, kParkKicks, kTakeovers  // written by the engine thread alone
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -423,9 +423,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   uint64_t kicked_ns_ = 0;  // the last kick (wake_mu_): callers before it no longer park the thread
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> last_caller_ns_{0};
+  std::atomic<uint64_t> caller_calls_{0};  // progress() calls: how often callers drive (engine_loop)
   // Live CQs in external memory: device code polls them without calling in, so the engine
   // thread must not sleep deep or park long while one exists.
   std::atomic<uint32_t> ext_cqs_{0};
+  void count_engine(int s) {  // one writer, as note_longest
+    stats_.v[s].store(stats_.v[s].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   void note_longest(int s, uint64_t us) {
     if (us > stats_.v[s].load(std::memory_order_relaxed)) stats_.v[s].store(us, std::memory_order_relaxed);
   }

@@ -3,6 +3,7 @@
 // efa_cq_poll, and many threads posting to one SQ at once (run under TSan too).
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -199,6 +200,90 @@ TEST(EngineThread, IdleDeviceSleeps) {
   EXPECT_GT(after.idle_sleeps, before.idle_sleeps);
   // Sleeping, not spinning: far fewer passes than 30 ms of spinning would make.
   EXPECT_LT(after.steps - before.steps, 20000u);
+}
+
+// A device whose engine thread parks while the test thread drives it.
+std::unique_ptr<EmuDevice> parking_device(uint32_t park_max_us) {
+  DeviceOptions o;
+  o.fabric = std::make_shared<InProcFabric>();
+  o.idle_spin_us = 50;
+  o.park_us = 200;
+  o.park_max_us = park_max_us;
+  std::unique_ptr<EmuDevice> dev;
+  EXPECT_EQ(create_device(o, &dev), 0);
+  return dev;
+}
+
+// Drives the device without a pause until the engine thread's park has grown to `park_us`.
+bool drive_until_park(EmuDevice* dev, uint64_t park_us) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (dev->stats().longest_park_us < park_us) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    for (int i = 0; i < 1000; ++i) dev->progress(16);
+  }
+  return true;
+}
+
+// A caller that drives in bursts with gaps far longer than park_us (as a caller preempted on a
+// loaded machine does) keeps the engine thread parked: it neither takes over nor wakes more than
+// once per park_max_us.
+TEST(EngineThread, ACallerPreemptedForLongerThanAParkKeepsTheEngineParked) {
+  constexpr uint32_t kParkMaxUs = 200000;
+  std::unique_ptr<EmuDevice> dev = parking_device(kParkMaxUs);
+  ASSERT_TRUE(drive_until_park(dev.get(), kParkMaxUs));
+  const Stats before = dev->stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int burst = 0; burst < 60; ++burst) {
+    const auto busy = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+    while (std::chrono::steady_clock::now() < busy) dev->progress(16);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const Stats after = dev->stats();
+  EXPECT_EQ(after.takeovers, before.takeovers);
+  EXPECT_EQ(after.idle_sleeps, before.idle_sleeps);
+  // A park per park_max_us of the run, and the one under way at either end.
+  EXPECT_LE(after.parks - before.parks, static_cast<uint64_t>(ms * 1000 / kParkMaxUs) + 2);
+}
+
+// A caller that stops without a word (no kick, no armed CQ) is taken over within two parks: the
+// engine thread then drives, and sleeps once idle.
+TEST(EngineThread, ACallerThatStopsSilentlyIsTakenOver) {
+  std::unique_ptr<EmuDevice> dev = parking_device(20000);
+  ASSERT_TRUE(drive_until_park(dev.get(), 20000));
+  const Stats before = dev->stats();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dev->stats().idle_sleeps == before.idle_sleeps && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Stats after = dev->stats();
+  EXPECT_GT(after.takeovers, before.takeovers);
+  EXPECT_GT(after.idle_sleeps, before.idle_sleeps);
+  EXPECT_EQ(after.park_kicks, 0u);
+}
+
+// A caller that calls far less than once per park_us does not keep the engine thread parked,
+// however recent its latest call: the engine thread serves the device meanwhile.
+TEST(EngineThread, ARareCallerDoesNotKeepTheEngineParked) {
+  std::unique_ptr<EmuDevice> dev = parking_device(20000);
+  ASSERT_TRUE(drive_until_park(dev.get(), 20000));
+  const Stats before = dev->stats();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dev->stats().takeovers == before.takeovers && std::chrono::steady_clock::now() < give_up) {
+    dev->progress(16);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(dev->stats().takeovers, before.takeovers);
+}
+
+// A kick ends the park at once, however long it was to last.
+TEST(EngineThread, AKickEndsALongPark) {
+  std::unique_ptr<EmuDevice> dev = parking_device(10000000);
+  ASSERT_TRUE(drive_until_park(dev.get(), 100000));
+  dev->kick();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dev->stats().park_kicks == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(dev->stats().park_kicks, 0u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The engine: one bounded pass (step_locked) over arrived packets, delayed CQEs, doorbells, SQs
 // and timers; the callers that drive it (step, progress) and the optional engine thread. Also the
 // arrival side of the fault hooks (drop, duplicate, corrupt, hold, delay) and fault decisions.
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -120,6 +122,9 @@ void DeviceImpl::notify_pending() {
 int DeviceImpl::progress(int budget) {
   const uint64_t now = now_ns();
   last_caller_ns_.store(now, std::memory_order_relaxed);
+  // Not a locked add: concurrent callers may lose a count, which only undercounts a rate that
+  // a driving caller exceeds many times over (engine_loop).
+  caller_calls_.store(caller_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!mu_.try_lock()) return 0;  // someone else is driving right now
   int n = step_locked(budget, now);
   bool notify = !overrun_notify_.empty();
@@ -293,28 +298,50 @@ void DeviceImpl::kick() {
 }
 
 void DeviceImpl::engine_loop() {
+  // Named for top(1), perf and the benches that account its CPU apart from the caller's.
+  pthread_setname_np(pthread_self(), "efa-engine");
   uint64_t idle_since = now_ns();
   uint32_t sleep_us = 1;
   uint32_t spins = 0;
   // How long the next park lasts: park_us after the engine thread ran, doubling up to
-  // idle_sleep_max_us while the same caller keeps driving, so that a long caller-driven run
-  // wakes this thread a few hundred times a second, not thousands (each wakeup also takes a
-  // core from the caller on a small machine). A kick ends a park at once.
-  const uint32_t park_max_us = std::max(opt_.idle_sleep_max_us, opt_.park_us);
+  // park_max_us while the callers keep driving. A park that times out is renewed (and doubled)
+  // while callers called at least once per park_us on average during it, however long ago the
+  // latest call was: on a loaded machine a caller is often preempted for longer than park_us,
+  // and taking over then only adds a third busy thread. A caller that calls rarely does not
+  // drive (the engine thread serves the wire meanwhile), nor does one that is not calling when
+  // a park ends while packets wait for it. So a long caller-driven run wakes this thread once
+  // per park_max_us; a caller that stops without a word is taken over from within two parks,
+  // one that blocks (arms a CQ) or hands over (kick) at once.
+  const uint32_t park_max_us = std::max(opt_.park_max_us, opt_.park_us);
   uint32_t park_us = opt_.park_us;
+  bool timed_out = false;   // the last park ended by its timeout
+  uint64_t calls_needed = 0, calls_at_park = 0;
   bool active = true;  // worked since the last idle sleep
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t t = now_ns();
     uint64_t last = last_caller_ns_.load(std::memory_order_relaxed);
+    const uint64_t calls = caller_calls_.load(std::memory_order_relaxed);
+    const bool recent = t >= last && t - last < uint64_t{opt_.park_us} * 1000;
+    // Packets wait for a caller that is not calling now (preempted, on a loaded machine): this
+    // thread serves them rather than leave the peer waiting for the caller's next time slice.
+    const bool gap_with_work = timed_out && !recent &&
+                               (inbox_size_.load(std::memory_order_acquire) != 0 || (attached_ && fabric_->rx_pending(gid_)));
+    const bool renew = timed_out && calls - calls_at_park >= calls_needed && !gap_with_work;
+    if (timed_out && !renew) park_us = opt_.park_us;  // the callers fell behind: start short
     bool parked = false;
-    if (t - last < uint64_t{opt_.park_us} * 1000 && t >= last) {
+    if (renew || recent) {
       // A caller is driving: stay off the CPU, unless a kick since that call handed over.
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (!wake_ && last > kicked_ns_) {
         parked = true;
         note_longest(kLongestParkUs, park_us);
+        count_engine(kParks);
+        calls_at_park = calls;
+        calls_needed = std::max<uint64_t>(1, park_us / std::max(opt_.park_us, 1u));
         const bool kicked = wake_cv_.wait_for(lock, std::chrono::microseconds(park_us),
                                               [this] { return wake_ || stop_; });
+        if (kicked) count_engine(kParkKicks);
+        timed_out = !kicked;
         // Device code polling an external-memory CQ does not call in: its next doorbell is
         // noticed only once this park ends, so the park does not grow while such a CQ lives.
         const bool device_polled = ext_cqs_.load(std::memory_order_relaxed) != 0;
@@ -327,6 +354,9 @@ void DeviceImpl::engine_loop() {
       active = true;  // the caller polled the wire meanwhile
       continue;
     }
+    // The callers stopped (or fell behind) during the last park: this thread drives now.
+    if (timed_out) count_engine(kTakeovers);
+    timed_out = false;
     park_us = opt_.park_us;
     int n = 0;
     if (mu_.try_lock()) {

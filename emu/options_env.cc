@@ -83,6 +83,17 @@ int device_options_from_env(DeviceOptions* o, std::string* error) {
     o->min_rto_us = static_cast<uint32_t>(v);
     o->initial_rto_us = std::max(o->initial_rto_us, o->min_rto_us);
   }
+  if (const char* pm = env("FI_EFA_EMU_PARK_MAX_US")) {
+    // How long a silent stop of the caller may go unnoticed (two parks): a trade of the engine
+    // thread's wakeups while callers drive against that hand-over.
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(pm, &end, 10);
+    if (end == pm || *end != '\0' || v == 0 || v > 10000000) {
+      *error = std::string("FI_EFA_EMU_PARK_MAX_US: not a number from 1 to 10000000: '") + pm + "'";
+      return -EINVAL;
+    }
+    o->park_max_us = static_cast<uint32_t>(v);
+  }
   if (const char* c = env("FI_EFA_EMU_ONE_COPY")) o->one_copy = std::strcmp(c, "0") != 0;
   if (const char* q = env("FI_EFA_EMU_MAX_QP")) {
     // QPNs travel in 16 bits (AH lookups, CQEs), so 65535 is the most a device can number.

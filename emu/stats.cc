@@ -27,6 +27,9 @@ Stats DeviceImpl::stats() const {
   s.unserved_waits = stats_.v[kUnservedWaits].load(std::memory_order_relaxed);
   s.longest_sleep_us = stats_.v[kLongestSleepUs].load(std::memory_order_relaxed);
   s.longest_park_us = stats_.v[kLongestParkUs].load(std::memory_order_relaxed);
+  s.parks = stats_.v[kParks].load(std::memory_order_relaxed);
+  s.park_kicks = stats_.v[kParkKicks].load(std::memory_order_relaxed);
+  s.takeovers = stats_.v[kTakeovers].load(std::memory_order_relaxed);
   return s;
 }
 
@@ -63,7 +66,8 @@ std::string format_stats(const std::string& device, const Stats& s, const std::v
       {"diag_rq_malformed", s.diag[5]}, {"one_copy_bytes", s.one_copy_bytes},
       {"one_copy_refused", s.one_copy_refused}, {"stalled_waits", s.stalled_waits},
       {"backlog_waits", s.backlog_waits}, {"unserved_waits", s.unserved_waits},
-      {"longest_sleep_us", s.longest_sleep_us}, {"longest_park_us", s.longest_park_us}};
+      {"longest_sleep_us", s.longest_sleep_us}, {"longest_park_us", s.longest_park_us},
+      {"parks", s.parks}, {"park_kicks", s.park_kicks}, {"takeovers", s.takeovers}};
   for (const auto& d : dev) line("", d.first, d.second);
   for (const QpStats& q : qps) {
     std::string p = "qp " + std::to_string(q.qpn) + " ";

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -166,6 +167,7 @@ struct ShmFabric::Local {
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
   std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
+  std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
 };
 
 struct ShmFabric::Peer {
@@ -491,12 +493,15 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
 }
 
 void ShmFabric::receive_loop(Local* lp) {
+  pthread_setname_np(pthread_self(), "shm-rx");  // as the engine thread's name: for accounting
   Mailbox* box = lp->mb;
   uint64_t last_work = now_ns();
   const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
   // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in:
-  // a long caller-driven run wakes this thread rarely. A poller that stops for a while says so
-  // (poll_rx_stop), which ends the park at once.
+  // a long caller-driven run wakes this thread rarely. A park that ends while the poller is not
+  // polling (preempted, on a loaded machine, or stopped) hands over to this thread, which a
+  // sender then wakes for the next packet: a peer's packet does not wait for the poller's next
+  // time slice. A poller that stops for a while says so (poll_rx_stop), which ends the park.
   const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
   uint64_t park_wait_ns = park_ns;
   while (!lp->stop.load(std::memory_order_relaxed)) {
@@ -506,10 +511,12 @@ void ShmFabric::receive_loop(Local* lp) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
       // Senders do not wake a parked thread (it is not `sleeping`); detach and poll_rx_stop do.
       uint32_t seq = box->wake_seq.load(std::memory_order_relaxed);
-      const uint64_t wait = std::max(park_wait_ns, park_ns - (now - polled));
+      const uint64_t wait = park_wait_ns;
+      bump(lp->rx_parks, 1);
       timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
       const bool woken = futex(&box->wake_seq, FUTEX_WAIT, seq, &ts) == 0 ||
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
+      if (woken) bump(lp->rx_park_stops, 1);
       park_wait_ns = woken ? park_ns : std::min(park_wait_ns * 2, park_max_ns);
       last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
       continue;
@@ -520,6 +527,7 @@ void ShmFabric::receive_loop(Local* lp) {
     if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {
       n = drain(lp, 1 << 30, nullptr);
       lp->consuming.store(false, std::memory_order_release);
+      bump(lp->rx_thread_packets, static_cast<uint64_t>(n));
     }
     if (n > 0 || !empty) {
       last_work = now_ns();
@@ -955,7 +963,7 @@ bool ShmFabric::rx_pending(const Gid& gid) {
 }
 
 ShmFabricStats ShmFabric::stats() const {
-  ShmFabricStats s;
+  ShmFabricStats s{};
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,
                      &s.bytes_tx, &s.bytes_rx, &s.full_waits, &s.dead_peers,
                      &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened,
@@ -969,6 +977,9 @@ ShmFabricStats ShmFabric::stats() const {
       s.fragments_rx += l.frag_rx.load(std::memory_order_relaxed);
       s.packets_rx += l.pkt_rx.load(std::memory_order_relaxed);
       s.bytes_rx += l.bytes_rx.load(std::memory_order_relaxed);
+      s.rx_parks += l.rx_parks.load(std::memory_order_relaxed);
+      s.rx_park_stops += l.rx_park_stops.load(std::memory_order_relaxed);
+      s.rx_thread_packets += l.rx_thread_packets.load(std::memory_order_relaxed);
     };
     for (const auto& kv : locals_) add_rx(*kv.second);
     for (const auto& l : retired_) add_rx(*l);

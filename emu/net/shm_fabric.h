@@ -75,6 +75,9 @@ struct ShmFabricStats {
   uint64_t local_packets;  // delivered without a mailbox (both devices attached here)
   uint64_t reopened;       // sends that found a closed mailbox and went to its successor
   uint64_t lock_steals;    // mailbox locks taken over from a producer that died holding one
+  // The receive threads': parks while pollers drove, those a poll_rx_stop (or detach) ended,
+  // and packets they delivered themselves (not a poller).
+  uint64_t rx_parks, rx_park_stops, rx_thread_packets;
 };
 
 class ShmFabric : public Fabric {

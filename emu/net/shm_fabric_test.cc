@@ -441,6 +441,30 @@ TEST(ShmFabric, APollerThatStopsEndsThePark) {
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
 }
 
+// A poller that polls far less than once per park_us (an engine thread's pass between its idle
+// sleeps) does not keep the receive thread parked, however long its parks have grown: packets
+// reach the sink without it, and the thread counts them as its own.
+TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("rare");
+  o.park_us = 200;
+  o.park_max_us = 1000000;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(41), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(42), &sb), 0);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  uint64_t token = 0;
+  while (b->stats().rx_thread_packets == 0 && std::chrono::steady_clock::now() < give_up) {
+    b->poll_rx(gid_of(42), 64);
+    ASSERT_EQ(a->send(gid_of(42), make_packet(gid_of(41), ++token, 64)), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(b->stats().rx_thread_packets, 0u);
+  b->detach(gid_of(42));  // its receive thread is done with the sink before the sink goes
+}
+
 uint64_t steady_ns() { return clock::mono_ns(); }
 
 // Past the two processes' clocks' disagreement: a pass that starts now began after the last write.

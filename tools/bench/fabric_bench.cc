@@ -11,6 +11,9 @@
 //
 //   bazel run -c opt //tools/bench:fabric_bench [-- --quick]
 //   bazel run -c opt //tools/bench:fabric_bench -- --scale [--quick]
+//   bazel run -c opt //tools/bench:fabric_bench -- --helpers [--quick]
+// --helpers measures only the device's engine and shm receive threads (CPU and wakeups, each
+// thread apart) during three 64 B ping-pongs, and the idle device's CPU.
 // --scale measures only scale (issue 17 item 6): 64 B latency with 0, 1,000, 2,000 and 10,000 extra QPs
 // on the sending device (ratio to one QP), the memory each QP costs (resident set growth of the
 // process that opened them, over their count), and 64 processes all-to-all over the shm fabric.
@@ -62,9 +65,12 @@ struct Group {
 
 // CPU time (ns) of this process's threads other than the calling one (the emulated device's
 // engine and receive threads), from the scheduler's per-thread run time, and how many times
-// they were scheduled in (wakeups).
-struct HelperCpu {
+// they were scheduled in (wakeups); also by thread, for the two the emulator names.
+struct ThreadCpu {
   uint64_t ns = 0, wakeups = 0;
+};
+struct HelperCpu {
+  ThreadCpu all, engine, rx;
 };
 
 HelperCpu helper_cpu() {
@@ -74,15 +80,32 @@ HelperCpu helper_cpu() {
   if (d == nullptr) return sum;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.' || std::atol(e->d_name) == self) continue;
-    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/schedstat");
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream f(dir + "/schedstat");
     uint64_t run = 0, wait = 0, slices = 0;
-    if (f >> run >> wait >> slices) {
-      sum.ns += run;
-      sum.wakeups += slices;
+    if (!(f >> run >> wait >> slices)) continue;
+    std::string comm;
+    std::ifstream c(dir + "/comm");
+    std::getline(c, comm);
+    for (ThreadCpu* t : {&sum.all, comm == "efa-engine" ? &sum.engine : comm == "shm-rx" ? &sum.rx : nullptr}) {
+      if (t == nullptr) continue;
+      t->ns += run;
+      t->wakeups += slices;
     }
   }
   closedir(d);
   return sum;
+}
+
+// % of a core and wakeups per second of `t1 - t0` over `us` microseconds.
+struct HelperRate {
+  double percent = 0, wakeups_per_s = 0;
+};
+HelperRate helper_rate(const ThreadCpu& t0, const ThreadCpu& t1, double us) {
+  HelperRate r;
+  r.percent = 100.0 * static_cast<double>(t1.ns - t0.ns) / 1000.0 / us;
+  r.wakeups_per_s = static_cast<double>(t1.wakeups - t0.wakeups) / us * 1e6;
+  return r;
 }
 
 // Completions of a ping-pong so far. A receive may complete before this side's own send does
@@ -119,8 +142,8 @@ void complete_until(Endpoint& e, Rounds* done, int tx, int rx, int repost) {
 // the peer can send, the next one as soon as a receive completes, so that no message meets an
 // empty receive queue (an RNR NAK and the sender's retry delay). One-way latency in us; the CPU
 // the other threads of this process took meanwhile, in % of a core, and their wakeups per second.
-double posted_pingpong(Group& g, fi_addr_t peer, int iters, int warm, double* helper_percent,
-                       double* helper_wakeups_per_s) {
+double posted_pingpong(Group& g, fi_addr_t peer, int iters, int warm, HelperRate* helper,
+                       HelperRate* engine, HelperRate* rx) {
   Endpoint& e = g.ep;
   const bool server = g.s.rank() == 0;
   const int rounds = iters + warm;
@@ -145,8 +168,9 @@ double posted_pingpong(Group& g, fi_addr_t peer, int iters, int warm, double* he
   if (server) complete_until(e, &done, rounds, rounds, rounds);
   const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   const HelperCpu helper1 = helper_cpu();
-  *helper_percent = 100.0 * static_cast<double>(helper1.ns - helper0.ns) / 1000.0 / us;
-  *helper_wakeups_per_s = static_cast<double>(helper1.wakeups - helper0.wakeups) / us * 1e6;
+  *helper = helper_rate(helper0.all, helper1.all, us);
+  *engine = helper_rate(helper0.engine, helper1.engine, us);
+  *rx = helper_rate(helper0.rx, helper1.rx, us);
   return us / iters / 2;
 }
 
@@ -156,14 +180,18 @@ double posted_pingpong(Group& g, fi_addr_t peer, int iters, int warm, double* he
 // fi_pingpong counts it: bytes moved both ways over the time).
 void run_pingpong(Group& g, int iters, int witers) {
   const int other = g.s.rank() == 0 ? 1 : 0;
-  double helper = 0, wakeups = 0;
-  const double posted = posted_pingpong(g, g.peers[other], iters, iters / 10 + 10, &helper, &wakeups);
+  HelperRate helper, engine, rx;
+  const double posted = posted_pingpong(g, g.peers[other], iters, iters / 10 + 10, &helper, &engine, &rx);
   PEER_CHECK(g.s.barrier() == 0);
   const double us = xpufab::peer::send_pingpong(g.ep, g.s, g.peers[other], 64, kTarget, kSource,
                                                 iters, iters / 10 + 10);
   PEER_CHECK(g.s.barrier() == 0);
-  if (g.s.rank() != 0) std::printf("RESULT posted_lat_us %.3f helper_cpu_percent %.3f helper_wakeups_per_s %.0f\n", posted,
-                helper, wakeups);
+  if (g.s.rank() != 0) {
+    std::printf("RESULT posted_lat_us %.3f helper_cpu_percent %.3f helper_wakeups_per_s %.0f engine_cpu_percent %.3f "
+                "engine_wakeups_per_s %.0f rx_cpu_percent %.3f rx_wakeups_per_s %.0f\n",
+                posted, helper.percent, helper.wakeups_per_s, engine.percent, engine.wakeups_per_s, rx.percent,
+                rx.wakeups_per_s);
+  }
   // 1 MiB writes, one each way per round, each announced by a 64 B send.
   const double sec = xpufab::peer::write_pingpong(g.ep, g.s, g.peers[other], g.addrs[other], kBig,
                                                   kSource, kSource, witers);
@@ -505,6 +533,10 @@ int driver_main(bool quick) {
   row("idle device CPU", idle_pct, "% of a core");
   row("engine + receive threads during the ping-pong", helper_pct, "% of a core");
   row("  their wakeups", helper_wakeups, "per s");
+  row("  engine thread", field(out, "engine_cpu_percent"), "% of a core");
+  row("  engine thread wakeups", field(out, "engine_wakeups_per_s"), "per s");
+  row("  shm receive thread", field(out, "rx_cpu_percent"), "% of a core");
+  row("  shm receive thread wakeups", field(out, "rx_wakeups_per_s"), "per s");
   std::printf("\n");
   ratio_row("emu / shm latency, 64 B", emu_lat, shm64.lat_us, 1.5, true);
   ratio_row("emu / tcp latency, 64 B", emu_lat, tcp64.lat_us, 0.3, true);
@@ -517,6 +549,34 @@ int driver_main(bool quick) {
     return 1;
   }
   return 0;
+}
+
+// Only the device's own threads: the ping-pong `runs` times (their CPU and wakeups while the
+// callers drive, and the latency beside, so that a cut in wakeups that costs latency shows),
+// then the idle device.
+int helpers_main(bool quick) {
+  g_port = 20000 + (getpid() % 20000);
+  const int iters = quick ? 2000 : 10000;
+  const int runs = 3;
+  std::printf("fabric_bench --helpers: %s run; 64 B posted ping-pong over shm, %d iterations, %d runs\n",
+              quick ? "quick" : "full", iters, runs);
+  std::printf("%-5s %10s %10s %12s %10s %12s %10s %12s\n", "run", "lat us", "helpers %", "wakeups/s",
+              "engine %", "wakeups/s", "shm-rx %", "wakeups/s");
+  bool all_ok = true;
+  const std::vector<std::string> env = {"BENCH_ITERS=" + std::to_string(iters), "BENCH_WITERS=1"};
+  for (int r = 0; r < runs; ++r) {
+    bool ok = true;
+    std::string out = run_peers("pingpong", 2, 0, 1, 120, env, &ok);
+    all_ok = all_ok && ok;
+    std::printf("%-5d %10.3f %10.3f %12.0f %10.3f %12.0f %10.3f %12.0f\n", r, field(out, "posted_lat_us"),
+                field(out, "helper_cpu_percent"), field(out, "helper_wakeups_per_s"), field(out, "engine_cpu_percent"),
+                field(out, "engine_wakeups_per_s"), field(out, "rx_cpu_percent"), field(out, "rx_wakeups_per_s"));
+    std::fflush(stdout);
+  }
+  bool ok_idle = true;
+  std::string idle = run_peers("idle", 1, quick ? 2 : 3, 0, 60, {}, &ok_idle);
+  row("idle device CPU", field(idle, "idle_core_percent"), "% of a core");
+  return all_ok && ok_idle ? 0 : 1;
 }
 
 // 64 B latency and memory with many QPs per device, and many processes on one host.
@@ -593,16 +653,19 @@ int scale_main(bool quick) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--peer") == 0) return peer_main(argc, argv);
-  bool quick = false, scale = false;
+  bool quick = false, scale = false, helpers = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--scale") == 0) {
       scale = true;
+    } else if (std::strcmp(argv[i], "--helpers") == 0) {
+      helpers = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--scale] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--scale | --helpers] [--quick]\n", argv[0]);
       return 2;
     }
   }
+  if (helpers) return helpers_main(quick);
   return scale ? scale_main(quick) : driver_main(quick);
 }
