@@ -32,6 +32,9 @@ const backend::BackendSetting kEmuSettings[] = {
     {"FI_EFA_EMU_ENGINE_THREAD", SettingType::kBool,
      "An engine thread per device; 0: only threads that poll or post move the device "
      "(default: 1)"},
+    {"FI_EFA_EMU_PARK_MAX_US", SettingType::kInt,
+     "Longest park of the engine thread while a caller drives it, in microseconds (default: "
+     "4000)"},
     {"FI_EFA_EMU_SEED", SettingType::kInt, "Seed of the emulator's random choices"},
     {"FI_EFA_EMU_STRICT", SettingType::kBool, "Device diagnostics are fatal (default: 0)"},
     {"FI_EFA_EMU_CHECK_BATCH", SettingType::kBool,
