@@ -12,6 +12,7 @@
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
+#include "device/efa_cq.h"
 
 namespace xpufab::efa {
 
@@ -220,10 +221,12 @@ void EfaDomain::progress() {
   dev->progress(64);
   std::unique_lock<std::mutex> g(lock, std::defer_lock);
   if (!app_serialized) g.lock();
-  for (EfaCq* cq : cqs) cq_drain(cq);
+  // Most reads find every CQ's next entry invalid: a look at it skips the poll and its lock.
+  for (EfaCq* cq : cqs)
+    if (efa_cq_ready(&cq->poll)) cq_drain(cq);
   // A protocol endpoint's completions come from the core's progress, run by whoever reads one
   // of the domain's CQs or counters.
-  for (EfaEp* ep : proto_eps) proto_progress(ep);
+  if (!proto_eps.empty()) proto_progress_all(proto_eps);
 }
 
 }  // namespace xpufab::efa
