@@ -140,7 +140,10 @@ __attribute__((noinline)) ssize_t cq_take_locked(EfaCq* cq, void* buf, size_t co
   return cq_take(cq, buf, count, src);
 }
 
-ssize_t cq_readfrom_impl(EfaCq* cq, void* buf, size_t count, fi_addr_t* src) {
+// Inlined into fi_cq_read and fi_cq_readfrom: an idle read is a call to the domain's progress
+// and a look at the staging list.
+__attribute__((always_inline)) inline ssize_t cq_readfrom_impl(EfaCq* cq, void* buf,
+                                                               size_t count, fi_addr_t* src) {
   if (!cq) return -FI_EINVAL;
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf && count) return -FI_EINVAL;

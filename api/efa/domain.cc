@@ -217,16 +217,33 @@ void EfaDomain::rearm_cqs() {
   }
 }
 
+namespace {
+
+// The host side of a domain's progress (its lock held, or FI_THREAD_DOMAIN).
+__attribute__((always_inline)) inline void progress_hosts(EfaDomain* dom) {
+  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
+  // of the domain's CQs or counters; the core owns its QP's CQ, and no QP of a protocol domain
+  // completes on a host CQ.
+  if (dom->proto) {
+    if (!dom->proto_eps.empty()) proto_progress_all(dom->proto_eps);
+    return;
+  }
+  // Most reads find every CQ's next entry invalid: a look at it skips the poll and its lock.
+  for (EfaCq* cq : dom->cqs)
+    if (efa_cq_ready(&cq->poll)) cq_drain(cq);
+}
+
+__attribute__((noinline)) void progress_hosts_locked(EfaDomain* dom) {
+  std::lock_guard<std::mutex> g(dom->lock);
+  progress_hosts(dom);
+}
+
+}  // namespace
+
 void EfaDomain::progress() {
   dev->progress(64);
-  std::unique_lock<std::mutex> g(lock, std::defer_lock);
-  if (!app_serialized) g.lock();
-  // Most reads find every CQ's next entry invalid: a look at it skips the poll and its lock.
-  for (EfaCq* cq : cqs)
-    if (efa_cq_ready(&cq->poll)) cq_drain(cq);
-  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
-  // of the domain's CQs or counters.
-  if (!proto_eps.empty()) proto_progress_all(proto_eps);
+  if (!app_serialized) return progress_hosts_locked(this);
+  progress_hosts(this);
 }
 
 }  // namespace xpufab::efa
