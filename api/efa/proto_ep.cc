@@ -190,8 +190,8 @@ int make_bufs(const iovec* iov, void** desc, size_t count, bool need_desc, proto
     if (!iov[k].iov_base && iov[k].iov_len) return -FI_EINVAL;
     EfaMr* mr = desc ? static_cast<EfaMr*>(desc[k]) : nullptr;
     if (mr) {
-      b[k].lkey = mr->bmr->lkey();
-      b[k].rkey = mr->bmr->rkey();
+      b[k].lkey = mr->lkey;
+      b[k].rkey = mr->rkey;
     } else if (need_desc && b[k].len) {
       return -FI_EINVAL;
     }
