@@ -141,6 +141,16 @@ XPU_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
   return 0;
 }
 
+/*
+ * 1 when the next CQE is valid. Takes no lock and consumes nothing: a hint
+ * that lets an idle poller skip efa_cq_poll (whose try-lock is a write).
+ */
+XPU_FUNC int efa_cq_ready(struct efa_cq *cq) {
+  const uint32_t c = xpu_load_relaxed_u32(&cq->consumed);
+  const uint32_t w0 = xpu_load_acquire_u32((const uint32_t *)(cq->buf + (size_t)(c & cq->mask) * EFA_IO_CQE_SIZE));
+  return ((w0 >> 24) & 1u) == efa_dp_cq_phase(c, cq->log2_entries);
+}
+
 /* CQEs consumed so far (absolute). */
 XPU_FUNC uint32_t efa_cq_consumed(struct efa_cq *cq) { return xpu_load_acquire_u32(&cq->consumed); }
 

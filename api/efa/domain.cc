@@ -12,6 +12,7 @@
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
+#include "device/efa_cq.h"
 
 namespace xpufab::efa {
 
@@ -216,14 +217,33 @@ void EfaDomain::rearm_cqs() {
   }
 }
 
+namespace {
+
+// The host side of a domain's progress (its lock held, or FI_THREAD_DOMAIN).
+__attribute__((always_inline)) inline void progress_hosts(EfaDomain* dom) {
+  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
+  // of the domain's CQs or counters; the core owns its QP's CQ, and no QP of a protocol domain
+  // completes on a host CQ.
+  if (dom->proto) {
+    if (!dom->proto_eps.empty()) proto_progress_all(dom->proto_eps);
+    return;
+  }
+  // Most reads find every CQ's next entry invalid: a look at it skips the poll and its lock.
+  for (EfaCq* cq : dom->cqs)
+    if (efa_cq_ready(&cq->poll)) cq_drain(cq);
+}
+
+__attribute__((noinline)) void progress_hosts_locked(EfaDomain* dom) {
+  std::lock_guard<std::mutex> g(dom->lock);
+  progress_hosts(dom);
+}
+
+}  // namespace
+
 void EfaDomain::progress() {
   dev->progress(64);
-  std::unique_lock<std::mutex> g(lock, std::defer_lock);
-  if (!app_serialized) g.lock();
-  for (EfaCq* cq : cqs) cq_drain(cq);
-  // A protocol endpoint's completions come from the core's progress, run by whoever reads one
-  // of the domain's CQs or counters.
-  for (EfaEp* ep : proto_eps) proto_progress(ep);
+  if (!app_serialized) return progress_hosts_locked(this);
+  progress_hosts(this);
 }
 
 }  // namespace xpufab::efa

@@ -201,6 +201,8 @@ struct EfaMr {
   fid_mr mr;
   EfaDomain* dom = nullptr;
   backend::Mr* bmr = nullptr;
+  // bmr's keys, fixed at registration: a post reads them without a call into the backend.
+  uint32_t lkey = 0, rkey = 0;
   uint64_t access = 0;
   uint64_t addr = 0, len = 0;  // the registered range
 };

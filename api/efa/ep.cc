@@ -448,7 +448,7 @@ int fill_sges(EfaEp* ep, const iovec* iov, void** desc, size_t count, efa_dp_sge
     if (!mr && iov[i].iov_len) return -FI_EINVAL;  // FI_MR_LOCAL: a descriptor is required
     sge[i].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
     sge[i].length = static_cast<uint32_t>(iov[i].iov_len);
-    sge[i].lkey = mr ? mr->bmr->lkey() : 0;
+    sge[i].lkey = mr ? mr->lkey : 0;
     *total += iov[i].iov_len;
   }
   return 0;

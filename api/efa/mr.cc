@@ -93,7 +93,9 @@ int do_reg(EfaDomain* dom, const void* buf, size_t len, uint64_t access, uint64_
   mr->mr.fid.context = context;
   mr->mr.fid.ops = &g_mr_fi_ops;
   mr->mr.mem_desc = mr;
-  mr->mr.key = mr->bmr->rkey();
+  mr->lkey = mr->bmr->lkey();
+  mr->rkey = mr->bmr->rkey();
+  mr->mr.key = mr->rkey;
   mr->addr = reinterpret_cast<uintptr_t>(buf);
   mr->len = len;
   if (dom->proto) proto_mr_added(mr);

@@ -167,6 +167,13 @@ inline void sync_peers(EfaEp* ep, ProtoState* ps) {
     sync_new_peers(ep, ps);
 }
 
+// Whether progress has anything to do: new AV entries to make peers of (they may adopt waiting
+// packets), requests behind a fence, or work in the core.
+inline bool progress_due(EfaEp* ep, ProtoState* ps) {
+  return ps->deferred || ep->av->count.load(std::memory_order_acquire) != ps->peer_of_av.size() ||
+         proto_progress_due(ps->pep);
+}
+
 uint32_t peer_of(ProtoState* ps, fi_addr_t a) {
   return a < ps->peer_of_av.size() ? ps->peer_of_av[a] : PROTO_NONE;
 }
@@ -183,8 +190,8 @@ int make_bufs(const iovec* iov, void** desc, size_t count, bool need_desc, proto
     if (!iov[k].iov_base && iov[k].iov_len) return -FI_EINVAL;
     EfaMr* mr = desc ? static_cast<EfaMr*>(desc[k]) : nullptr;
     if (mr) {
-      b[k].lkey = mr->bmr->lkey();
-      b[k].rkey = mr->bmr->rkey();
+      b[k].lkey = mr->lkey;
+      b[k].rkey = mr->rkey;
     } else if (need_desc && b[k].len) {
       return -FI_EINVAL;
     }
@@ -574,12 +581,14 @@ void proto_ep_close(EfaEp* ep) {
   ep->proto = nullptr;
 }
 
-void proto_progress(EfaEp* ep) {
-  // An XPU endpoint's completions are its device CQ's: device code's CQ reads progress it.
-  if (ep->is_xpu()) return;
-  ProtoState* ps = ep->proto;
+namespace {
+
+// What proto_progress does when there may be something to do; out of line, so that the idle
+// check sets up no frame for the completions.
+__attribute__((noinline)) void progress_run(EfaEp* ep, ProtoState* ps) {
   proto_comp comps[kProgressBatch];
   CoreLock g(ps);
+  if (!ps->host_serialized && !progress_due(ep, ps)) return;
   sync_peers(ep, ps);
   for (;;) {
     const int n = ::proto_progress(ps->pep, comps, kProgressBatch);
@@ -587,6 +596,23 @@ void proto_progress(EfaEp* ep) {
     if (n < kProgressBatch) break;
   }
   run_waiting(ep, ps);
+}
+
+// Runs the core's progress and stages its completions on the endpoint's CQs and counters.
+inline void progress_one(EfaEp* ep) {
+  // An XPU endpoint's completions are its device CQ's: device code's CQ reads progress it.
+  if (ep->is_xpu()) return;
+  ProtoState* ps = ep->proto;
+  // Most polls find nothing. Under FI_THREAD_DOMAIN nobody else touches the core: its fields
+  // say so without taking any lock; otherwise they are read under the lock.
+  if (ps->host_serialized && !progress_due(ep, ps)) return;
+  progress_run(ep, ps);
+}
+
+}  // namespace
+
+void proto_progress_all(const std::vector<EfaEp*>& eps) {
+  for (EfaEp* ep : eps) progress_one(ep);
 }
 
 ssize_t proto_ops_left(EfaEp* ep) {

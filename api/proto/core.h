@@ -582,12 +582,24 @@ XPU_FUNC int proto_ep_idle(const struct proto_ep *ep) {
 }
 
 /*
+ * 0 when proto_progress would do nothing: no stalled stream or orphan, nothing
+ * queued to transmit, no credit to return, no completion to hand out, and no
+ * valid CQE. Reads the endpoint's own fields: the caller holds what
+ * serializes its calls.
+ */
+XPU_FUNC int proto_progress_due(struct proto_ep *ep) {
+  return (ep->stalled | ep->norphans | ep->txq.count | ep->opq_count | ep->credit_due | ep->comp_count) != 0 ||
+         efa_cq_ready(&ep->cq);
+}
+
+/*
  * Makes progress: handles packets that waited, polls the CQ, returns credits
  * and transmits what waits. Copies up to `max` completions to out (which may
  * be NULL when max is 0); returns how many.
  */
 XPU_FUNC PROTO_OUTLINE int proto_progress(struct proto_ep *ep, struct proto_comp *out, int max) {
   if (!ep) return -FI_EINVAL;
+  if (!proto_progress_due(ep)) return 0;
   if (ep->stalled) {
     for (uint32_t i = 0; i < ep->cfg.max_peers && ep->stalled; ++i)
       if (ep->peers[i].in_use & 2u) proto_rx_deliver(ep, i);
