@@ -9,6 +9,7 @@
 # runs on osc rdma over the ofi BTL (RMA and atomics, FI_DELIVERY_COMPLETE). Then the same
 # programs run through Open MPI's UCX layers on the UCT transport srd.
 source testing/dropin/install_prefix.sh
+source testing/dropin/mpi_checks.sh
 
 fail() { echo "mpi_test: $*"; exit 1; }
 # Open MPI's own commands by name: mpicc and mpirun follow the alternatives, which another MPI
@@ -42,16 +43,15 @@ run() {
 }
 
 run pingpong 2 mpi_pingpong FI_EFA_EMU_FAULTS=
-grep -q '^allreduce 3$' "$work/pingpong" || fail "pingpong: no allreduce result"
-[ "$(grep -c '^size .* one-way' "$work/pingpong")" -eq 7 ] || fail "pingpong: not every size was exchanged"
+check_pingpong "$work/pingpong"
 # MPI's matching on three ranks, with packets lost and reordered under it.
 run matching 3 mpi_matching "FI_EFA_EMU_FAULTS=drop=0.05;reorder=0.2"
-grep -q '^matching: all checks passed on 3 ranks$' "$work/matching" || fail "matching: checks did not pass"
+check_matching "$work/matching"
 # One-sided communication through Open MPI's osc rdma on its ofi BTL: RMA and atomics with local
 # buffers it registers itself but does not declare (no FI_MR_LOCAL), FI_DELIVERY_COMPLETE.
 run onesided 2 mpi_onesided FI_EFA_EMU_FAULTS= -- --mca btl self,ofi --mca osc rdma \
     --mca btl_ofi_provider_include efa --mca btl_base_verbose 100 --mca osc_base_verbose 100
-grep -q '^onesided: all checks passed$' "$work/onesided" || fail "onesided: checks did not pass"
+check_onesided "$work/onesided"
 grep -q 'init of component ofi returned success' "$work/onesided" || fail "onesided: no ofi BTL"
 grep -q 'rdma component destroying window' "$work/onesided" || fail "onesided: osc rdma not used"
 
@@ -73,14 +73,12 @@ run_ucx() {  # NAME NP PROGRAM
       "$work/$prog" >"$work/$name" 2>&1 || rc=$?
   echo "== $name (rc $rc)"; cat "$work/$name"
   [ "$rc" -eq 0 ] || fail "$name: mpirun exited $rc"
-  [ "$(grep -Ec '^xpufab srd stats: .* core_tx_packets [1-9]' "$work/$name")" -ge "$np" ] ||
-    fail "$name: fewer srd interfaces than ranks carried traffic"
+  check_srd_traffic "$work/$name" "$np"
 }
 run_ucx ucx_pingpong 2 mpi_pingpong
-grep -q '^allreduce 3$' "$work/ucx_pingpong" || fail "ucx_pingpong: no allreduce result"
-[ "$(grep -c '^size .* one-way' "$work/ucx_pingpong")" -eq 7 ] || fail "ucx_pingpong: not every size"
+check_pingpong "$work/ucx_pingpong"
 run_ucx ucx_matching 3 mpi_matching
-grep -q '^matching: all checks passed on 3 ranks$' "$work/ucx_matching" || fail "ucx_matching failed"
+check_matching "$work/ucx_matching"
 run_ucx ucx_onesided 2 mpi_onesided
-grep -q '^onesided: all checks passed$' "$work/ucx_onesided" || fail "ucx_onesided failed"
+check_onesided "$work/ucx_onesided"
 echo "mpi_test: passed"

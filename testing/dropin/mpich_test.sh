@@ -4,6 +4,7 @@
 # ping-pong to 2 MiB, MPI's matching on three ranks, and one-sided put, accumulate and get. The
 # transport's statistics (a line per UCT interface) show that srd carried the traffic.
 source testing/dropin/install_prefix.sh
+source testing/dropin/mpi_checks.sh
 
 fail() { echo "mpich_test: $*"; exit 1; }
 # MPICH's own commands by name: mpicc and mpirun follow the alternatives, which another MPI may
@@ -26,14 +27,12 @@ run() {
       timeout 120 mpirun.mpich -launcher fork -np "$np" "$work/$prog" >"$work/$name" 2>&1 || rc=$?
   echo "== $name (rc $rc)"; cat "$work/$name"
   [ "$rc" -eq 0 ] || fail "$name: mpirun exited $rc"
-  [ "$(grep -Ec '^xpufab srd stats: .* core_tx_packets [1-9]' "$work/$name")" -ge "$np" ] ||
-    fail "$name: fewer srd interfaces than ranks carried traffic"
+  check_srd_traffic "$work/$name" "$np"
 }
 run pingpong 2 mpi_pingpong
-grep -q '^allreduce 3$' "$work/pingpong" || fail "pingpong: no allreduce result"
-[ "$(grep -c '^size .* one-way' "$work/pingpong")" -eq 7 ] || fail "pingpong: not every size"
+check_pingpong "$work/pingpong"
 run matching 3 mpi_matching
-grep -q '^matching: all checks passed on 3 ranks$' "$work/matching" || fail "matching failed"
+check_matching "$work/matching"
 run onesided 2 mpi_onesided
-grep -q '^onesided: all checks passed$' "$work/onesided" || fail "onesided failed"
+check_onesided "$work/onesided"
 echo "mpich_test: passed"
