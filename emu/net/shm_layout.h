@@ -1,0 +1,191 @@
+// The shared-memory fabric's layout and the helpers its send and receive sides share: the
+// mailbox file's header and ring records, the fabric's per-device and per-peer state, counters.
+// Internal to emu/net (shm_fabric.cc, shm_fabric_rx.cc).
+#ifndef XPUFAB_EMU_NET_SHM_LAYOUT_H_
+#define XPUFAB_EMU_NET_SHM_LAYOUT_H_
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "emu/clock.h"
+#include "emu/net/shm_fabric.h"
+#include "emu/net/wire.h"
+
+namespace xpufab {
+namespace emu {
+namespace net {
+namespace shm_internal {
+
+constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
+// 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
+// 6: the producer lock is a word naming its holder
+constexpr uint32_t kVersion = 6;
+constexpr size_t kRingOffset = 4096;
+
+enum Stat {
+  kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
+  kReopened, kLockSteals
+};
+constexpr int kStats = kLockSteals + 1;
+
+// A producer that finds the mailbox lock taken spins this often, then yields; it asks whether the
+// holder lives only after kLockProbeNs of waiting (a live holder keeps it for one memcpy).
+constexpr int kLockSpins = 128;
+constexpr uint64_t kLockProbeNs = 2000000;
+
+// Counters with one writer at a time (a mailbox's consumer, a peer's lock holder), which a
+// handover orders: a plain add, not a locked one. Readers sum them in stats().
+inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// The engine's clock, which hands its pass times to poll_rx_batch. Times from another process
+// (a mailbox's polled_ns) agree with it within kCrossProcessSlackNs, so "a pass began after this
+// write" means later by more than that: the comparisons that decide it err on waiting longer.
+inline uint64_t now_ns() { return clock::mono_ns(); }
+constexpr uint64_t kCrossProcessSlackNs = 2 * clock::kSlackNs;
+
+inline int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
+}
+
+}  // namespace shm_internal
+
+// A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.
+struct ShmFabric::RecordHeader {
+  uint32_t len;
+  uint32_t kind;  // kFragment, or kSkip: the rest of the ring up to its end is unused
+  uint64_t sender;
+  uint64_t msg_id;
+  uint64_t total;
+  uint64_t off;
+};
+namespace shm_internal {
+using RecordHeader = ShmFabric::RecordHeader;
+constexpr uint32_t kFragment = 1;
+constexpr uint32_t kSkip = 2;
+
+inline size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
+
+inline std::string hex(const Gid& g) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : g) {
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+inline uint64_t gid_hash(const Gid& g) {
+  uint64_t a, b;
+  std::memcpy(&a, g.data(), 8);
+  std::memcpy(&b, g.data() + 8, 8);
+  return (a ^ b) * 0x9e3779b97f4a7c15ull;
+}
+
+inline uint64_t gid_bit(const Gid& g) { return uint64_t{1} << (gid_hash(g) >> 58); }
+
+// Threads spread over the stripes so that two sending threads rarely share a counter's line.
+inline int my_tx_stripe(int stripes) {
+  static std::atomic<uint32_t> next{0};
+  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % stripes);
+  return stripe;
+}
+
+inline bool same_gid(const Gid& x, const Gid& y) {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, x.data(), 8);
+  std::memcpy(&b0, y.data(), 8);
+  std::memcpy(&a1, x.data() + 8, 8);
+  std::memcpy(&b1, y.data() + 8, 8);
+  return a0 == b0 && a1 == b1;
+}
+
+inline bool owner_only(const struct stat& st, mode_t type) {
+  return (st.st_mode & S_IFMT) == type && st.st_uid == getuid() && (st.st_mode & 077) == 0;
+}
+
+}  // namespace shm_internal
+
+struct ShmFabric::Mailbox {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t owner_pid;
+  uint64_t capacity;
+  // Producers serialize on this word: 0 when free, else the holder's lock word (its slot in the
+  // senders file, which tells a waiter whether the holder still lives). A holder that died never
+  // published its record (tail moves last), so whoever takes the lock over finds the ring intact.
+  std::atomic<uint64_t> lock_owner;
+  alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
+  alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
+  alignas(64) std::atomic<uint32_t> wake_seq;
+  std::atomic<uint32_t> sleeping;
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
+  // Steady-clock start of the owner's last engine pass known to be finished (published when the
+  // next one starts): what it had read by then it has also answered. Senders compare it with
+  // their last write to tell a starved owner from a silent one (peer_stalled).
+  alignas(64) std::atomic<uint64_t> polled_ns;
+};
+static_assert(sizeof(ShmFabric::Mailbox) <= shm_internal::kRingOffset, "mailbox header fits its page");
+
+struct ShmFabric::Local {
+  Gid gid;
+  PacketSink* sink = nullptr;
+  int fd = -1;
+  Mailbox* mb = nullptr;
+  size_t map_len = 0;
+  std::string path;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
+  std::atomic<bool> consuming{false};
+  std::atomic<uint64_t> last_poll_ns{0};
+  uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
+  Reassembler reasm;  // consumer's
+  std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
+  std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
+};
+
+struct ShmFabric::Peer {
+  Gid gid{};
+  int fd = -1;
+  Mailbox* mb = nullptr;
+  size_t map_len = 0;
+  ino_t ino = 0;
+  std::atomic<uint64_t> checked_ns{0};
+  std::atomic<bool> dead{false};
+  // Written under the mailbox's lock, which serializes every write of this fabric there.
+  std::atomic<uint64_t> sent_end{0};  // the ring position just past this fabric's last record
+  std::atomic<uint64_t> written_ns{0};  // when that record was published
+  std::atomic<uint64_t> frag_tx{0}, pkt_tx{0}, bytes_tx{0};
+  ~Peer() {
+    if (mb != nullptr) munmap(mb, map_len);
+    if (fd >= 0) close(fd);
+  }
+};
+
+}  // namespace net
+}  // namespace emu
+}  // namespace xpufab
+
+#endif  // XPUFAB_EMU_NET_SHM_LAYOUT_H_
