@@ -117,6 +117,16 @@ XPU_FUNC void efa_dp_decode_cqe(const struct efa_io_rx_cdesc_ex *raw, struct efa
 }
 
 /*
+ * Whether the CQE at absolute index c carries the phase of its lap, i.e. was written since the
+ * ring last wrapped; *w0 gets its first word. Word 0 holds req_id, status and flags; flags bit 0
+ * (bit 24 of the word) is the phase.
+ */
+XPU_FUNC int efa_cq_slot_valid(struct efa_cq *cq, uint32_t c, uint32_t *w0) {
+  *w0 = xpu_load_acquire_u32((const uint32_t *)(cq->buf + (size_t)(c & cq->mask) * EFA_IO_CQE_SIZE));
+  return ((*w0 >> 24) & 1u) == efa_dp_cq_phase(c, cq->log2_entries);
+}
+
+/*
  * Consumes one CQE into *out. 0; -FI_EAGAIN when no new CQE is there (or
  * another thread is polling this CQ right now); -FI_EINVAL for NULL cq/out.
  */
@@ -126,9 +136,8 @@ XPU_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
   if (!xpu_cas_u32(&cq->lock, &unlocked, 1)) return -FI_EAGAIN;
   const uint32_t c = xpu_load_relaxed_u32(&cq->consumed);
   uint8_t *slot = cq->buf + (size_t)(c & cq->mask) * EFA_IO_CQE_SIZE;
-  /* Word 0 holds req_id, status and flags; flags bit 0 (bit 24 of the word) is the phase. */
-  const uint32_t w0 = xpu_load_acquire_u32((const uint32_t *)slot);
-  if (((w0 >> 24) & 1u) != efa_dp_cq_phase(c, cq->log2_entries)) {
+  uint32_t w0;
+  if (!efa_cq_slot_valid(cq, c, &w0)) {
     xpu_store_release_u32(&cq->lock, 0);
     return -FI_EAGAIN;
   }
@@ -146,9 +155,8 @@ XPU_FUNC int efa_cq_poll(struct efa_cq *cq, struct efa_dp_cqe *out) {
  * that lets an idle poller skip efa_cq_poll (whose try-lock is a write).
  */
 XPU_FUNC int efa_cq_ready(struct efa_cq *cq) {
-  const uint32_t c = xpu_load_relaxed_u32(&cq->consumed);
-  const uint32_t w0 = xpu_load_acquire_u32((const uint32_t *)(cq->buf + (size_t)(c & cq->mask) * EFA_IO_CQE_SIZE));
-  return ((w0 >> 24) & 1u) == efa_dp_cq_phase(c, cq->log2_entries);
+  uint32_t w0;
+  return efa_cq_slot_valid(cq, xpu_load_relaxed_u32(&cq->consumed), &w0);
 }
 
 /* CQEs consumed so far (absolute). */
