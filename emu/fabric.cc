@@ -231,37 +231,33 @@ void InProcFabric::batch_end() {
   open_batch = nullptr;
 }
 
+template <class Q, class H>
+inline int InProcFabric::route(const Gid& dst, Q&& enqueue, H&& hand) {
+  SendBatch* b = open_batch;
+  if (b == nullptr || b->owner != this) return with_sink(dst, hand);
+  PacketSink* sink = batch_sink(b, dst);
+  if (sink == nullptr) return -EHOSTUNREACH;
+  if (std::vector<Packet>* q = queue_for(b, sink)) {
+    enqueue(q);
+  } else {
+    hand(sink);
+  }
+  return 0;
+}
+
 int InProcFabric::send(const Gid& dst, Packet&& pkt, uint64_t now_ns) {
   (void)now_ns;  // delivery takes no time
-  SendBatch* b = open_batch;
-  if (b != nullptr && b->owner == this) {
-    PacketSink* sink = batch_sink(b, dst);
-    if (sink == nullptr) return -EHOSTUNREACH;
-    if (std::vector<Packet>* q = queue_for(b, sink)) {
-      q->push_back(std::move(pkt));
-    } else {
-      sink->deliver(std::move(pkt));
-    }
-    return 0;
-  }
-  return with_sink(dst, [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
+  return route(
+      dst, [&](std::vector<Packet>* q) { q->push_back(std::move(pkt)); },
+      [&](PacketSink* sink) { sink->deliver(std::move(pkt)); });
 }
 
 int InProcFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns) {
   (void)now_ns;
   *mark = 0;  // handed over at once: never on the wire
-  SendBatch* b = open_batch;
-  if (b != nullptr && b->owner == this) {
-    PacketSink* sink = batch_sink(b, dst);
-    if (sink == nullptr) return -EHOSTUNREACH;
-    if (std::vector<Packet>* q = queue_for(b, sink)) {
-      q->push_back(pkt);
-    } else {
-      sink->deliver_copy(pkt);
-    }
-    return 0;
-  }
-  return with_sink(dst, [&](PacketSink* sink) { sink->deliver_copy(pkt); });
+  return route(
+      dst, [&](std::vector<Packet>* q) { q->push_back(pkt); },
+      [&](PacketSink* sink) { sink->deliver_copy(pkt); });
 }
 
 uint64_t process_nonce() {

@@ -367,6 +367,10 @@ class InProcFabric : public Fabric {
   // Calls hand(sink) with the sink of `dst`, marked in flight meanwhile; 0 or -EHOSTUNREACH.
   template <class H>
   int with_sink(const Gid& dst, H&& hand);
+  // A send's packet to `dst`: queued by enqueue(queue) in the thread's open batch of this fabric
+  // when it has room for the sink, else handed over by hand(sink) at once.
+  template <class Q, class H>
+  [[gnu::always_inline]] inline int route(const Gid& dst, Q&& enqueue, H&& hand);
   // The sink of `dst` in the current table, or null; call while marked in flight.
   [[gnu::always_inline]] inline PacketSink* find_sink(const Gid& dst);
   // For a send in the thread's open batch `b` of this fabric: the sink of `dst` (null when
