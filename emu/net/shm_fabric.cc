@@ -246,6 +246,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->version = kVersion;
   mb->owner_pid = static_cast<uint32_t>(getpid());
   mb->capacity = opt_.ring_bytes;
+  l->capacity = opt_.ring_bytes;
   mb->lock_owner.store(0);
   mb->tail.store(0);
   mb->head.store(0);
@@ -361,10 +362,13 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   peer->map_len = static_cast<size_t>(st.st_size);
   Mailbox* mb = peer->mb;
   if (mb->ready.load(std::memory_order_acquire) != 1 || mb->magic != kMagic || mb->version != kVersion ||
-      mb->closed.load(std::memory_order_acquire) != 0 ||
-      mb->capacity + kRingOffset > peer->map_len || (mb->capacity & (mb->capacity - 1)) != 0) {
+      mb->closed.load(std::memory_order_acquire) != 0) {
     return -EHOSTUNREACH;  // still being created, or not ours
   }
+  // Read once: what is checked is what the sends use.
+  const uint64_t cap = mb->capacity;
+  if (cap == 0 || cap + kRingOffset > peer->map_len || (cap & (cap - 1)) != 0) return -EHOSTUNREACH;
+  peer->capacity = cap;
   if (!peer_alive(peer.get(), true, 0)) {
     drop_peer(dst, peer.get());  // not in the table: only its file goes
     return -EHOSTUNREACH;
@@ -522,7 +526,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
   }
   Mailbox* mb = peer->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(mb) + kRingOffset;
-  const uint64_t cap = mb->capacity;
+  const uint64_t cap = peer->capacity;
   const uint64_t total = kPacketHeaderSize + pkt.payload.size();
   const uint64_t frag = opt_.fragment_bytes;
   // Only fragments of one message need to be told apart from another's: a message that fits
@@ -540,10 +544,12 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     }
     if (lr != 0) return lr;
     uint64_t t = mb->tail.load(std::memory_order_relaxed);
-    uint64_t h = mb->head.load(std::memory_order_acquire);
     uint64_t pos = t & (cap - 1);
     uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
-    if (cap - (t - h) < need) {
+    // Free space from the head seen last (it only grows), read again when that is not enough.
+    auto fits = [&](uint64_t h) { return t - h <= cap && cap - (t - h) >= need; };
+    if (!fits(peer->head_seen)) peer->head_seen = mb->head.load(std::memory_order_acquire);
+    if (!fits(peer->head_seen)) {
       unlock_mailbox(mb);
       uint64_t now = now_ns();
       if (wait_start == 0) {

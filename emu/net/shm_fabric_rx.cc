@@ -33,7 +33,7 @@ int ShmFabric::take_fragment(Local* lp, const RecordHeader& r, const uint8_t* da
 int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
   Mailbox* box = lp->mb;
   uint8_t* ring = reinterpret_cast<uint8_t*>(box) + kRingOffset;
-  const uint64_t cap = box->capacity;
+  const uint64_t cap = lp->capacity;
   uint64_t h = box->head.load(std::memory_order_relaxed);
   uint64_t t = box->tail.load(std::memory_order_acquire);
   int delivered = 0;

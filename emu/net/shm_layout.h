@@ -28,8 +28,8 @@ namespace shm_internal {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
 // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
-// 6: the producer lock is a word naming its holder
-constexpr uint32_t kVersion = 6;
+// 6: the producer lock is a word naming its holder; 7: the lock on a cache line of its own
+constexpr uint32_t kVersion = 7;
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -134,7 +134,9 @@ struct ShmFabric::Mailbox {
   // Producers serialize on this word: 0 when free, else the holder's lock word (its slot in the
   // senders file, which tells a waiter whether the holder still lives). A holder that died never
   // published its record (tail moves last), so whoever takes the lock over finds the ring intact.
-  std::atomic<uint64_t> lock_owner;
+  // On a line of its own: a consumer that read the line above would otherwise take it from the
+  // producer at every packet, and the producer take it back at its next lock.
+  alignas(64) std::atomic<uint64_t> lock_owner;
   alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
   alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
   alignas(64) std::atomic<uint32_t> wake_seq;
@@ -159,6 +161,7 @@ struct ShmFabric::Local {
   std::thread thread;
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
+  uint64_t capacity = 0;  // the ring's, as written at creation (read here, not from shared memory)
   std::atomic<uint64_t> last_poll_ns{0};
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
@@ -172,6 +175,11 @@ struct ShmFabric::Peer {
   Mailbox* mb = nullptr;
   size_t map_len = 0;
   ino_t ino = 0;
+  uint64_t capacity = 0;  // the ring's, checked when the mailbox was opened
+  // The consumer's head as last read, under the mailbox's lock: a lower bound of the real one, so
+  // a record that fits below it fits, and the head's line (the consumer writes it at every drain)
+  // is read again only when one seems not to.
+  uint64_t head_seen = 0;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
   // Written under the mailbox's lock, which serializes every write of this fabric there.
