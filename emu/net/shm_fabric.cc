@@ -159,6 +159,7 @@ int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
       if (holder != 0 && holder != lock_word_ && !sender_alive(holder)) {
         // Its record was never published: the ring is as the last live holder left it.
         if (w.compare_exchange_strong(holder, lock_word_, std::memory_order_acquire, std::memory_order_relaxed)) {
+          mb->tail_shadow = mb->tail.load(std::memory_order_relaxed);  // it may have died in between
           st_[kLockSteals].fetch_add(1, std::memory_order_relaxed);
           return 0;
         }
@@ -248,6 +249,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->capacity = opt_.ring_bytes;
   l->capacity = opt_.ring_bytes;
   mb->lock_owner.store(0);
+  mb->tail_shadow = 0;
   mb->tail.store(0);
   mb->head.store(0);
   mb->wake_seq.store(0);
@@ -543,7 +545,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       return -EHOSTUNREACH;
     }
     if (lr != 0) return lr;
-    uint64_t t = mb->tail.load(std::memory_order_relaxed);
+    uint64_t t = mb->tail_shadow;
     uint64_t pos = t & (cap - 1);
     uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
     // Free space from the head seen last (it only grows), read again when that is not enough.
@@ -595,6 +597,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
     mb->tail.store(t + rs, std::memory_order_seq_cst);
+    mb->tail_shadow = t + rs;
     // The tail only grows, so under the lock this fabric's latest end is the largest.
     peer->sent_end.store(t + rs, std::memory_order_relaxed);
     peer->written_ns.store(sent_ns, std::memory_order_relaxed);

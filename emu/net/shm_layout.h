@@ -137,6 +137,10 @@ struct ShmFabric::Mailbox {
   // On a line of its own: a consumer that read the line above would otherwise take it from the
   // producer at every packet, and the producer take it back at its next lock.
   alignas(64) std::atomic<uint64_t> lock_owner;
+  // The tail as the lock's holders keep it (equal to `tail` whenever the lock is free, set again
+  // from it when a dead holder's lock is taken over): read with the lock, so that a producer does
+  // not fetch the line of `tail` that the consumer keeps polling.
+  uint64_t tail_shadow;
   alignas(64) std::atomic<uint64_t> tail;  // bytes published by producers
   alignas(64) std::atomic<uint64_t> head;  // bytes released by the consumer
   alignas(64) std::atomic<uint32_t> wake_seq;
