@@ -30,6 +30,19 @@ namespace net {
 
 using namespace shm_internal;
 
+const ShmFences& shm_fences() {
+  static const ShmFences f = [] {
+    ShmFences r;
+    const long cmds = syscall(SYS_membarrier, 0 /* MEMBARRIER_CMD_QUERY */, 0, 0);
+    constexpr long kGlobalExpedited = 1 << 1, kRegisterGlobalExpedited = 1 << 2;
+    if (cmds < 0 || (cmds & kGlobalExpedited) == 0 || (cmds & kRegisterGlobalExpedited) == 0) return r;
+    r.can_issue = true;
+    r.registered = syscall(SYS_membarrier, kRegisterGlobalExpedited, 0, 0) == 0;
+    return r;
+  }();
+  return f;
+}
+
 int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric>* fabric_p) {
   if (fabric_p == nullptr) return -EINVAL;
   ShmFabricOptions o = options;
@@ -255,6 +268,8 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   mb->wake_seq.store(0);
   mb->sleeping.store(0);
   mb->closed.store(0);
+  l->fences = shm_fences().can_issue;
+  mb->consumer_fences.store(l->fences ? 1 : 0);
   mb->polled_ns.store(now_ns());
   mb->ready.store(1, std::memory_order_release);
 
@@ -371,6 +386,7 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   const uint64_t cap = mb->capacity;
   if (cap == 0 || cap + kRingOffset > peer->map_len || (cap & (cap - 1)) != 0) return -EHOSTUNREACH;
   peer->capacity = cap;
+  peer->light_publish = shm_fences().registered && mb->consumer_fences.load(std::memory_order_relaxed) == 1;
   if (!peer_alive(peer.get(), true, 0)) {
     drop_peer(dst, peer.get());  // not in the table: only its file goes
     return -EHOSTUNREACH;
@@ -596,7 +612,11 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     }
     if (opt_.test_abandon_lock) return -EIO;  // what a producer killed mid-record leaves
     if (len > done) std::memcpy(d + done, pkt.payload.data() + (off + done - kPacketHeaderSize), len - done);
-    mb->tail.store(t + rs, std::memory_order_seq_cst);
+    if (peer->light_publish) {
+      mb->tail.store(t + rs, std::memory_order_release);
+    } else {
+      mb->tail.store(t + rs, std::memory_order_seq_cst);
+    }
     mb->tail_shadow = t + rs;
     // The tail only grows, so under the lock this fabric's latest end is the largest.
     peer->sent_end.store(t + rs, std::memory_order_relaxed);
@@ -608,7 +628,8 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     }
     unlock_mailbox(mb);
     *end_p = t + rs;
-    // Pairs with the consumer's store of `sleeping` then load of `tail` (both seq_cst).
+    // Pairs with the consumer's store of `sleeping` then load of `tail`: either a seq_cst pair,
+    // or the consumer's fence of this process between them (light_publish).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
       mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
       futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
@@ -663,6 +684,8 @@ ShmFabricStats ShmFabric::stats() const {
       s.rx_parks += l.rx_parks.load(std::memory_order_relaxed);
       s.rx_park_stops += l.rx_park_stops.load(std::memory_order_relaxed);
       s.rx_thread_packets += l.rx_thread_packets.load(std::memory_order_relaxed);
+      s.rx_sleeps += l.rx_sleeps.load(std::memory_order_relaxed);
+      s.rx_fences += l.rx_fences.load(std::memory_order_relaxed);
     };
     for (const auto& kv : locals_) add_rx(*kv.second);
     for (const auto& l : retired_) add_rx(*l);
@@ -673,7 +696,10 @@ ShmFabricStats ShmFabric::stats() const {
     s.packets_tx += p.pkt_tx.load(std::memory_order_relaxed);
     s.bytes_tx += p.bytes_tx.load(std::memory_order_relaxed);
   };
-  for (const auto& kv : peers_) add_tx(*kv.second);
+  for (const auto& kv : peers_) {
+    add_tx(*kv.second);
+    if (kv.second->light_publish) ++s.light_peers;
+  }
   for (const auto& p : retired_peers_) add_tx(*p);
   return s;
 }

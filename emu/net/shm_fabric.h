@@ -69,6 +69,15 @@ struct ShmFabricOptions {
   bool test_abandon_lock = false;
 };
 
+// Fences across processes (membarrier(2)), as this process can use them: a consumer that can
+// issue them lets producers publish records with release stores (see shm_layout.h).
+struct ShmFences {
+  bool can_issue = false;   // this process may fence every registered process's running threads
+  bool registered = false;  // this process is fenced by such a call (inherited by fork)
+};
+// Queried and registered once per process.
+const ShmFences& shm_fences();
+
 struct ShmFabricStats {
   uint64_t packets_tx, packets_rx, fragments_tx, fragments_rx, bytes_tx, bytes_rx;
   uint64_t full_waits, dead_peers, stale_removed, malformed;
@@ -78,6 +87,10 @@ struct ShmFabricStats {
   // The receive threads': parks while pollers drove, those a poll_rx_stop (or detach) ended,
   // and packets they delivered themselves (not a poller).
   uint64_t rx_parks, rx_park_stops, rx_thread_packets;
+  // The receive threads' sleeps, and the fences they issued first (ShmFences: producers of
+  // registered processes then publish with release stores).
+  uint64_t rx_sleeps, rx_fences;
+  uint64_t light_peers;  // open peers this fabric publishes to with release stores
 };
 
 class ShmFabric : public Fabric {

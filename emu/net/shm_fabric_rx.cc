@@ -134,9 +134,15 @@ void ShmFabric::receive_loop(Local* lp) {
     }
     uint32_t seq = box->wake_seq.load(std::memory_order_seq_cst);
     box->sleeping.store(1, std::memory_order_seq_cst);
+    // Producers that publish with release stores see `sleeping` or have their tail seen here
+    // once their threads are fenced (ShmFences). Should that fail, a short sleep bounds the
+    // wait for a record this load missed.
+    const bool fenced = !lp->fences || fence_registered_processes() == 0;
+    if (lp->fences && fenced) bump(lp->rx_fences, 1);
     uint64_t h = box->head.load(std::memory_order_relaxed);
     if (box->tail.load(std::memory_order_seq_cst) == h && !lp->stop.load()) {
-      timespec ts{0, 100 * 1000 * 1000};
+      bump(lp->rx_sleeps, 1);
+      timespec ts{0, (fenced ? 100 : 1) * 1000 * 1000};
       futex(&box->wake_seq, FUTEX_WAIT, seq, &ts);
     }
     box->sleeping.store(0, std::memory_order_relaxed);

@@ -465,6 +465,36 @@ TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
   b->detach(gid_of(42));  // its receive thread is done with the sink before the sink goes
 }
 
+// A receive thread that sleeps between packets is woken by each, whether its producers publish
+// with release stores (the consumer fences them before it sleeps: ShmFences) or with seq_cst
+// ones: every packet arrives well before the sleep's own 100 ms timeout would end it.
+TEST(ShmFabric, ASleepingReceiverIsWokenByEveryPacket) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("wake");
+  o.spin_us = 1;  // asleep within microseconds of each packet
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  TestSink sa, sb;
+  ASSERT_EQ(a->attach(gid_of(61), &sa), 0);
+  ASSERT_EQ(b->attach(gid_of(62), &sb), 0);
+  constexpr int kPackets = 40;
+  for (int i = 0; i < kPackets; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the receive thread goes to sleep
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(a->send(gid_of(62), make_packet(gid_of(61), static_cast<uint64_t>(i), 64)), 0);
+    ASSERT_EQ(sb.wait_for(static_cast<size_t>(i) + 1, 10000), static_cast<size_t>(i) + 1);
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(waited, std::chrono::milliseconds(50)) << "packet " << i;
+  }
+  const ShmFabricStats rx = b->stats();
+  EXPECT_GT(rx.rx_sleeps, 0u);
+  const ShmFences& f = shm_fences();
+  // Where the kernel fences other processes' threads, the consumer fenced before sleeping and
+  // this process published with release stores; elsewhere neither.
+  EXPECT_EQ(rx.rx_fences > 0, f.can_issue);
+  EXPECT_EQ(a->stats().light_peers, f.can_issue && f.registered ? 1u : 0u);
+}
+
 uint64_t steady_ns() { return clock::mono_ns(); }
 
 // Past the two processes' clocks' disagreement: a pass that starts now began after the last write.

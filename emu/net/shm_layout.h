@@ -67,6 +67,19 @@ inline int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timesp
   return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
 }
 
+// Fences across processes on demand (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED). A producer
+// publishes a record by storing the tail and then reads whether the consumer sleeps; the consumer
+// stores that it sleeps and then reads the tail. One side must fence between its store and its
+// load, or each may miss the other's store (and the consumer sleep on a published record). A
+// seq_cst tail store is that fence on the producer's side, paid at every record: it waits until
+// the record's lines are taken from the consumer's cache. Where the kernel offers it, a consumer
+// about to sleep fences every running thread of the registered processes instead, and producers
+// of registered processes publish with a release store that does not wait (shm_fences() says
+// what this process can do). Returns 0, or -1 with errno.
+inline int fence_registered_processes() {
+  return static_cast<int>(syscall(SYS_membarrier, 1 << 1 /* MEMBARRIER_CMD_GLOBAL_EXPEDITED */, 0, 0));
+}
+
 }  // namespace shm_internal
 
 // A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.
@@ -147,6 +160,9 @@ struct ShmFabric::Mailbox {
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> closed;  // set by the owner before it unlinks the file
+  // 1: the owner fences registered producers before it sleeps (ShmFences), so that those
+  // may publish with release stores.
+  std::atomic<uint32_t> consumer_fences;
   // Steady-clock start of the owner's last engine pass known to be finished (published when the
   // next one starts): what it had read by then it has also answered. Senders compare it with
   // their last write to tell a starved owner from a silent one (peer_stalled).
@@ -166,11 +182,13 @@ struct ShmFabric::Local {
   // The ring has one consumer at a time: the receive thread or a poller; whoever holds this.
   std::atomic<bool> consuming{false};
   uint64_t capacity = 0;  // the ring's, as written at creation (read here, not from shared memory)
+  bool fences = false;    // ShmFences::can_issue, as the mailbox's consumer_fences says
   std::atomic<uint64_t> last_poll_ns{0};
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
   Reassembler reasm;  // consumer's
   std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
   std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
+  std::atomic<uint64_t> rx_sleeps{0}, rx_fences{0};                            // the same
 };
 
 struct ShmFabric::Peer {
@@ -184,6 +202,9 @@ struct ShmFabric::Peer {
   // a record that fits below it fits, and the head's line (the consumer writes it at every drain)
   // is read again only when one seems not to.
   uint64_t head_seen = 0;
+  // Records are published with a release store: this process is registered for the owner's
+  // fences (ShmFences) and the owner issues them.
+  bool light_publish = false;
   std::atomic<uint64_t> checked_ns{0};
   std::atomic<bool> dead{false};
   // Written under the mailbox's lock, which serializes every write of this fabric there.
