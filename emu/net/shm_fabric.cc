@@ -618,6 +618,11 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       mb->tail.store(t + rs, std::memory_order_seq_cst);
     }
     mb->tail_shadow = t + rs;
+    // The next record's lines are taken from whichever cache holds them now, while this thread
+    // goes on: its next locked instruction would otherwise wait for their stores to complete.
+    for (uint64_t a = 0; a < kPrefetchBytes; a += 64) {
+      __builtin_prefetch(ring + ((t + rs + a) & (cap - 1)), 1, 3);
+    }
     // The tail only grows, so under the lock this fabric's latest end is the largest.
     peer->sent_end.store(t + rs, std::memory_order_relaxed);
     peer->written_ns.store(sent_ns, std::memory_order_relaxed);

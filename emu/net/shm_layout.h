@@ -31,6 +31,9 @@ constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
 // 6: the producer lock is a word naming its holder; 7: the lock on a cache line of its own
 constexpr uint32_t kVersion = 7;
 constexpr size_t kRingOffset = 4096;
+// A small packet's record (header, packet header, a cache line of payload): what a producer
+// fetches ahead for its next write.
+constexpr uint64_t kPrefetchBytes = 256;
 
 enum Stat {
   kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
