@@ -33,11 +33,11 @@ using namespace shm_internal;
 const ShmFences& shm_fences() {
   static const ShmFences f = [] {
     ShmFences r;
-    const long cmds = syscall(SYS_membarrier, 0 /* MEMBARRIER_CMD_QUERY */, 0, 0);
-    constexpr long kGlobalExpedited = 1 << 1, kRegisterGlobalExpedited = 1 << 2;
-    if (cmds < 0 || (cmds & kGlobalExpedited) == 0 || (cmds & kRegisterGlobalExpedited) == 0) return r;
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    constexpr long kNeeded = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    if (cmds < 0 || (cmds & kNeeded) != kNeeded) return r;
     r.can_issue = true;
-    r.registered = syscall(SYS_membarrier, kRegisterGlobalExpedited, 0, 0) == 0;
+    r.registered = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
     return r;
   }();
   return f;
@@ -618,11 +618,6 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       mb->tail.store(t + rs, std::memory_order_seq_cst);
     }
     mb->tail_shadow = t + rs;
-    // The next record's lines are taken from whichever cache holds them now, while this thread
-    // goes on: its next locked instruction would otherwise wait for their stores to complete.
-    for (uint64_t a = 0; a < kPrefetchBytes; a += 64) {
-      __builtin_prefetch(ring + ((t + rs + a) & (cap - 1)), 1, 3);
-    }
     // The tail only grows, so under the lock this fabric's latest end is the largest.
     peer->sent_end.store(t + rs, std::memory_order_relaxed);
     peer->written_ns.store(sent_ns, std::memory_order_relaxed);

@@ -41,6 +41,16 @@ ShmFabricOptions opts(const std::string& key) {
 
 Gid gid_of(uint8_t n) { return Gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 't', 0, 0, 0, 0, 0, n}; }
 
+// Two views of one fabric, as two processes have, with a device attached to each: gid_of(ga)
+// and its sink sa in *a, gid_of(gb) and sb in *b.
+void open_two(const ShmFabricOptions& o, std::shared_ptr<ShmFabric>* a, uint8_t ga, TestSink* sa,
+              std::shared_ptr<ShmFabric>* b, uint8_t gb, TestSink* sb) {
+  ASSERT_EQ(ShmFabric::create(o, a), 0);
+  ASSERT_EQ(ShmFabric::create(o, b), 0);
+  ASSERT_EQ((*a)->attach(gid_of(ga), sa), 0);
+  ASSERT_EQ((*b)->attach(gid_of(gb), sb), 0);
+}
+
 TEST(ShmFabric, DeliversSmallAndLargePacketsIntact) {
   std::shared_ptr<ShmFabric> a, b;
   ASSERT_EQ(ShmFabric::create(opts("deliver"), &a), 0);
@@ -128,11 +138,8 @@ TEST(ShmFabric, AProducerThatDiesHoldingTheLockDoesNotWedgeTheMailbox) {
   ShmFabricOptions o = opts("deadlock");
   o.full_timeout_ms = 200;
   std::shared_ptr<ShmFabric> a, b;
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(61), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(62), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 61, &sa, &b, 62, &sb));
   ASSERT_EQ(a->send(gid_of(62), make_packet(gid_of(61), 1, 64)), 0);
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
   // A child takes the lock, writes half a record and stays until killed.
@@ -374,12 +381,9 @@ TEST(ShmFabric, PollerDrainsTheMailboxOnItsOwnThread) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("poll");
   o.park_us = 500000;  // long enough that only the poller can have delivered
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
-  EXPECT_TRUE(a->copies_on_send());
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(11), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(12), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 11, &sa, &b, 12, &sb));
+  EXPECT_TRUE(a->copies_on_send());
   EXPECT_EQ(b->poll_rx(gid_of(12), 64), 0);  // empty; marks b as polled
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
   EXPECT_EQ(b->poll_rx(gid_of(99), 64), 0);  // not attached here
@@ -421,11 +425,8 @@ TEST(ShmFabric, APollerThatStopsEndsThePark) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("stop");
   o.park_us = 60u * 1000 * 1000;
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(21), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(22), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 21, &sa, &b, 22, &sb));
   EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);  // marks b as polled
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
   ASSERT_EQ(a->send(gid_of(22), make_packet(gid_of(21), 5, 64)), 0);
@@ -449,11 +450,8 @@ TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
   ShmFabricOptions o = opts("rare");
   o.park_us = 200;
   o.park_max_us = 1000000;
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(41), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(42), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 41, &sa, &b, 42, &sb));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   uint64_t token = 0;
   while (b->stats().rx_thread_packets == 0 && std::chrono::steady_clock::now() < give_up) {
@@ -472,11 +470,8 @@ TEST(ShmFabric, ASleepingReceiverIsWokenByEveryPacket) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("wake");
   o.spin_us = 1;  // asleep within microseconds of each packet
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(61), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(62), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 61, &sa, &b, 62, &sb));
   constexpr int kPackets = 40;
   for (int i = 0; i < kPackets; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the receive thread goes to sleep
@@ -507,11 +502,8 @@ TEST(ShmFabric, APeerIsBehindUntilAPassBegunAfterOurWriteHasFinished) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("stalled");
   o.park_us = 500000;  // only the poller drains
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(21), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(22), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 21, &sa, &b, 22, &sb));
   EXPECT_EQ(b->poll_rx(gid_of(22), 64), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
   EXPECT_FALSE(b->rx_pending(gid_of(22)));
@@ -615,11 +607,8 @@ TEST(ShmFabric, ASendIsWrittenAtItsCallersPassTime) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("passtime");
   o.park_us = 500000;
-  ASSERT_EQ(ShmFabric::create(o, &a), 0);
-  ASSERT_EQ(ShmFabric::create(o, &b), 0);
   TestSink sa, sb;
-  ASSERT_EQ(a->attach(gid_of(51), &sa), 0);
-  ASSERT_EQ(b->attach(gid_of(52), &sb), 0);
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 51, &sa, &b, 52, &sb));
   std::vector<Packet> got;
   EXPECT_EQ(b->poll_rx_batch(gid_of(52), 64, steady_ns(), &got), 0);
   const uint64_t later = steady_ns() + 3600ull * 1000000000;

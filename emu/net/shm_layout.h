@@ -5,6 +5,7 @@
 #define XPUFAB_EMU_NET_SHM_LAYOUT_H_
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -28,12 +29,10 @@ namespace shm_internal {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
 // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
-// 6: the producer lock is a word naming its holder; 7: the lock on a cache line of its own
+// 6: the producer lock is a word naming its holder; 7: the lock and the producers' copy of the tail
+// on a cache line of their own, consumer_fences
 constexpr uint32_t kVersion = 7;
 constexpr size_t kRingOffset = 4096;
-// A small packet's record (header, packet header, a cache line of payload): what a producer
-// fetches ahead for its next write.
-constexpr uint64_t kPrefetchBytes = 256;
 
 enum Stat {
   kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
@@ -80,7 +79,7 @@ inline int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timesp
 // of registered processes publish with a release store that does not wait (shm_fences() says
 // what this process can do). Returns 0, or -1 with errno.
 inline int fence_registered_processes() {
-  return static_cast<int>(syscall(SYS_membarrier, 1 << 1 /* MEMBARRIER_CMD_GLOBAL_EXPEDITED */, 0, 0));
+  return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0));
 }
 
 }  // namespace shm_internal
