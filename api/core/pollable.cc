@@ -21,6 +21,7 @@ Registry& registry() {
 }  // namespace
 
 void Pollable::wake_watchers() {
+  if (watching_.load(std::memory_order_seq_cst) == 0) return;
   std::lock_guard<std::mutex> g(watchers_mu_);
   for (Watcher* w : watchers_) w->wake();
 }
@@ -28,12 +29,14 @@ void Pollable::wake_watchers() {
 void Pollable::add_watcher(Watcher* w) {
   std::lock_guard<std::mutex> g(watchers_mu_);
   watchers_.push_back(w);
+  watching_.store(watchers_.size(), std::memory_order_seq_cst);
 }
 
 void Pollable::remove_watcher(Watcher* w) {
   std::lock_guard<std::mutex> g(watchers_mu_);
   auto it = std::find(watchers_.begin(), watchers_.end(), w);
   if (it != watchers_.end()) watchers_.erase(it);
+  watching_.store(watchers_.size(), std::memory_order_seq_cst);
 }
 
 int register_pollable(Pollable* p) {

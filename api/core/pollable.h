@@ -37,6 +37,7 @@
 
 #include <rdma/fabric.h>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -71,7 +72,7 @@ class Pollable {
   // or -1 when the object calls wake_watchers() itself.
   virtual int pollable_fd() { return -1; }
 
-  // Wakes every watcher; call after adding an event.
+  // Wakes every watcher; call after adding an event. Without watchers, a load and no lock.
   void wake_watchers();
   void add_watcher(Watcher* w);
   void remove_watcher(Watcher* w);
@@ -79,6 +80,10 @@ class Pollable {
  private:
   std::mutex watchers_mu_;
   std::vector<Watcher*> watchers_;
+  // watchers_.size(), stored and loaded seq_cst: a waker that adds its event (a seq_cst RMW, or
+  // under a lock the watcher's has_event() takes) and then finds no watcher, and a watcher that
+  // joins and then looks for events, cannot both miss each other.
+  std::atomic<size_t> watching_{0};
 };
 
 // Makes `p` findable under p->pollable_fid().  Returns 0, -FI_EINVAL (null

@@ -10,7 +10,7 @@
 namespace xpufab::efa {
 
 bool EfaAv::get(fi_addr_t a, EfaAvEntry* out) {
-  std::lock_guard<std::mutex> g(lock);
+  SerialLock g(lock, dom->app_serialized);
   if (a >= entries.size() || !entries[a].valid) return false;
   *out = entries[a];
   return true;

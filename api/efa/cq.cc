@@ -27,7 +27,7 @@ namespace {
 // Source address of an RX completion: the AV entry with the sender's AH and QPN.
 fi_addr_t lookup_src(EfaEp* ep, uint16_t ahn, uint16_t qpn) {
   if (!ep->av || ahn == EFA_IO_AH_UNKNOWN) return FI_ADDR_NOTAVAIL;
-  std::lock_guard<std::mutex> g(ep->av->lock);
+  SerialLock g(ep->av->lock, ep->av->dom->app_serialized);
   for (size_t i = 0; i < ep->av->entries.size(); ++i) {
     const EfaAvEntry& e = ep->av->entries[i];
     if (e.valid && e.ahn == ahn && e.addr.qpn == qpn) return i;
@@ -48,7 +48,7 @@ void drop_stale(EfaCq* cq, const efa_dp_cqe& c) {
 void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_buf,
                fi_addr_t src) {
   {
-    std::lock_guard<std::mutex> g(cq->lock);
+    SerialLock g(cq->lock, cq->dom->app_serialized);
     Completion& out = cq->staged.emplace_back();
     efa_comp_from_cqe(&c, op_context, rx_buf, &out.c);
     out.src = src;
@@ -332,7 +332,7 @@ int cq_setup(EfaCq* cq, size_t size, bool event_fd) {
 
 void EfaCq::stage(const Completion& c) {
   {
-    std::lock_guard<std::mutex> g(lock);
+    SerialLock g(lock, dom->app_serialized);
     staged.push_back(c);
   }
   cv.notify_all();

@@ -7,7 +7,9 @@
 // Locking: each domain has one mutex (`lock`) for its object lists and for host-side CQ polling;
 // each EP has a `tx_lock`/`rx_lock` around host posts (the device routines are lock-free, the
 // locks keep the provider's per-post bookkeeping simple). Progress never holds an EP lock while
-// it takes the domain lock.
+// it takes the domain lock. In a domain opened with FI_THREAD_DOMAIN the application serializes
+// every call, so the data path (posts, AV look-ups, CQ staging and reads) takes none of these
+// (SerialLock); set-up and teardown still do.
 #ifndef XPUFAB_API_EFA_EFA_H_
 #define XPUFAB_API_EFA_EFA_H_
 
@@ -122,6 +124,23 @@ int provider_getinfo(const char* node, uint64_t flags, const fi_info* hints, fi_
 
 struct EfaFabric;
 struct EfaDomain;
+
+// Holds `m` unless the domain's application serializes its calls (EfaDomain::app_serialized):
+// a locked instruction right after a send stalls until the packet's cache lines have moved.
+class SerialLock {
+ public:
+  SerialLock(std::mutex& m, bool serialized) : m_(serialized ? nullptr : &m) {
+    if (m_) m_->lock();
+  }
+  ~SerialLock() {
+    if (m_) m_->unlock();
+  }
+  SerialLock(const SerialLock&) = delete;
+  SerialLock& operator=(const SerialLock&) = delete;
+
+ private:
+  std::mutex* m_;
+};
 struct EfaEp;
 struct EfaCq;
 struct EfaCntr;

@@ -469,7 +469,7 @@ efa_wr_limits wr_limits(const EfaEp* ep) {
 ssize_t post_sq(EfaEp* ep, const efa_dp_wr& wr, bool report) {
   int rc;
   {
-    std::lock_guard<std::mutex> g(ep->tx_lock);
+    SerialLock g(ep->tx_lock, ep->dom->app_serialized);
     rc = efa_sq_check_wr(&ep->sq, &wr);
     uint32_t slot = 0;
     if (rc == 0) rc = efa_sq_claim(&ep->sq, 1, &slot);
@@ -586,7 +586,7 @@ ssize_t do_recv(EfaEp* ep, const iovec* iov, void** desc, size_t count, void* co
   const bool report = !ep->rx_selective || (flags & FI_COMPLETION);
   const auto n = static_cast<uint32_t>(count);
   {
-    std::lock_guard<std::mutex> g(ep->rx_lock);
+    SerialLock g(ep->rx_lock, ep->dom->app_serialized);
     rc = efa_rq_check(&ep->rq, sge, n);
     uint32_t first = 0;
     if (rc == 0) rc = efa_dp_ring_claim(&ep->rq.ring, n, &first);
