@@ -37,7 +37,7 @@ uint32_t log2_of(uint32_t pow2) {
 
 int DeviceImpl::alloc_pd(Pd** pd_p) {
   if (pd_p == nullptr) return -EINVAL;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = new EmuPd(next_pd_++);
   pds_.insert(pd);
   live_.insert(static_cast<Pd*>(pd));
@@ -46,7 +46,7 @@ int DeviceImpl::alloc_pd(Pd** pd_p) {
 }
 
 int DeviceImpl::dealloc_pd(Pd* p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = live_as<EmuPd>(p);
   if (pd == nullptr) return -EINVAL;
   if (pd->refs != 0) return -EBUSY;
@@ -62,7 +62,7 @@ int DeviceImpl::reg_mr(Pd* p, const MrInitAttr& attr, Mr** mr_p) {
   if (attr.dmabuf_fd < 0 && attr.addr == nullptr) return -EINVAL;
   // As EFA's kernel driver: remote access the generation cannot serve is refused.
   if (backend::served_access(attr.access, profile_->device_caps) != attr.access) return -EOPNOTSUPP;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = live_as<EmuPd>(p);
   if (pd == nullptr) return -EINVAL;
   uint8_t* host = static_cast<uint8_t*>(attr.addr);
@@ -111,7 +111,7 @@ int DeviceImpl::reg_mr(Pd* p, const MrInitAttr& attr, Mr** mr_p) {
 }
 
 int DeviceImpl::dereg_mr(Mr* m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* mr = live_as<EmuMr>(m);
   if (mr == nullptr) return -EINVAL;
   uint32_t idx = (mr->key & 0xffff) - 1;
@@ -135,7 +135,7 @@ int DeviceImpl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
     return -EINVAL;  // the emulator writes CQEs through a CPU-visible address
   }
   if (attr.ext_buffer != nullptr && !(profile_->device_caps & kCapCqWithExtMem)) return -EOPNOTSUPP;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   if (cqs_.size() >= opt_.max_cq) return -ENOMEM;
   auto* cq = new EmuCq();
   cq->dev = this;
@@ -171,7 +171,7 @@ int DeviceImpl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
 }
 
 int DeviceImpl::destroy_cq(Cq* c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* cq = live_as<EmuCq>(c);
   if (cq == nullptr) return -EINVAL;
   if (cq->refs != 0) return -EBUSY;
@@ -188,7 +188,7 @@ int DeviceImpl::destroy_cq(Cq* c) {
 
 int DeviceImpl::arm_cq(EmuCq* cq) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     if (cq->efd < 0) return -EOPNOTSUPP;
     cq->armed = true;
   }
@@ -215,7 +215,7 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
       a.max_recv_sge > profile_->max_rq_sge || a.max_inline_data > max_inline) {
     return -EINVAL;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = live_as<EmuPd>(a.pd);
   auto* scq = live_as<EmuCq>(a.send_cq);
   auto* rcq = live_as<EmuCq>(a.recv_cq);
@@ -276,7 +276,7 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
 
 int DeviceImpl::destroy_qp(Qp* q) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     auto* qp = live_as<EmuQp>(q);
     if (qp == nullptr) return -EINVAL;
     live_.erase(q);
@@ -301,7 +301,7 @@ int DeviceImpl::destroy_qp(Qp* q) {
 
 int DeviceImpl::create_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
   if (ah_p == nullptr || gid == nullptr) return -EINVAL;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = live_as<EmuPd>(p);
   if (pd == nullptr) return -EINVAL;
   // ahn 0xFFFF means "unknown" in RX CQEs, so it is never handed out.
@@ -321,7 +321,7 @@ int DeviceImpl::create_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
 }
 
 int DeviceImpl::destroy_ah(Ah* a) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* ah = live_as<EmuAh>(a);
   if (ah == nullptr) return -EINVAL;
   live_.erase(a);
@@ -334,7 +334,7 @@ int DeviceImpl::destroy_ah(Ah* a) {
 int DeviceImpl::create_comp_cntr(const CompCntrInitAttr& attr, CompCntr** cntr_p) {
   if (cntr_p == nullptr || (attr.value == nullptr && attr.error == nullptr)) return -EINVAL;
   if (!(profile_->device_caps & kCapCompCntr)) return -EOPNOTSUPP;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* c = new EmuCntr();
   c->value = attr.value;
   c->error = attr.error;
@@ -345,7 +345,7 @@ int DeviceImpl::create_comp_cntr(const CompCntrInitAttr& attr, CompCntr** cntr_p
 }
 
 int DeviceImpl::destroy_comp_cntr(CompCntr* cntr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* c = live_as<EmuCntr>(cntr);
   if (c == nullptr) return -EINVAL;
   if (c->refs != 0) return -EBUSY;
@@ -357,7 +357,7 @@ int DeviceImpl::destroy_comp_cntr(CompCntr* cntr) {
 
 int DeviceImpl::local_address(const Qp* q, uint8_t gid[16], uint32_t* qpn, uint32_t* qkey) const {
   if (gid == nullptr || qpn == nullptr || qkey == nullptr) return -EINVAL;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   auto* qp = live_as<const EmuQp>(q);
   if (qp == nullptr) return -EINVAL;
   std::memcpy(gid, gid_.data(), 16);
@@ -367,7 +367,7 @@ int DeviceImpl::local_address(const Qp* q, uint8_t gid[16], uint32_t* qpn, uint3
 }
 
 void DeviceImpl::set_event_handler(EventHandler* handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   handler_ = handler;
 }
 

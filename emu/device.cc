@@ -90,7 +90,7 @@ DeviceImpl::~DeviceImpl() {
     }
     if (f != nullptr) std::fclose(f);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   for (EmuQp* qp : qps_) {
     if (qp == nullptr) continue;
     free_queue(qp->sq_buf, size_t{qp->sq_entries} * qp->wqe_size);

@@ -177,6 +177,9 @@ struct Stats {
   // and the times it took over after a park because no caller had called during it: each park
   // and each takeover is one wakeup of the thread.
   uint64_t parks, park_kicks, takeovers;
+  // progress() calls that found the device idle without taking its lock or running a pass (a
+  // pass that found nothing vouched for it; the inbox, the wire and the doorbells were unchanged).
+  uint64_t idle_polls;
 };
 
 // Per-QP counters (like `rdma statistic qp`). Kept while the QP exists.

@@ -18,6 +18,12 @@
 // applications without a lock is queue memory: doorbell words (atomic 32-bit accesses on both
 // sides), WQEs (read after an acquire load of the doorbell that covers them), CQE flags (written
 // with a release store after the rest of the entry) and counters (atomic adds).
+//
+// An idle caller's progress() takes no lock: a pass that found nothing to do and left nothing
+// pending says until when the device stays idle (DeviceMutex::quiet_until_ns), and the caller
+// checks what can change meanwhile without mu_: the inbox, the wire (Fabric::rx_quiet), the
+// doorbell words (DoorbellPage::unchanged). Whoever else takes mu_ may leave work, so taking it
+// clears the mark.
 #ifndef XPUFAB_EMU_DEVICE_IMPL_H_
 #define XPUFAB_EMU_DEVICE_IMPL_H_
 
@@ -54,6 +60,28 @@
 
 namespace xpufab {
 namespace emu {
+
+// The device's mu_: a std::mutex whose every acquisition clears the mark of an idle engine.
+class DeviceMutex {
+ public:
+  void lock() {
+    m_.lock();
+    quiet_until_ns.store(0, std::memory_order_relaxed);
+  }
+  bool try_lock() {
+    if (!m_.try_lock()) return false;
+    quiet_until_ns.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  void unlock() { m_.unlock(); }
+
+  // Nonzero: the last holder was an engine pass that found no work and left none, and no timer
+  // falls due before this time (steady clock). Set by that pass just before it unlocks.
+  std::atomic<uint64_t> quiet_until_ns{0};
+
+ private:
+  std::mutex m_;
+};
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
@@ -134,19 +162,20 @@ class DeviceImpl : public EmuDevice, public PacketSink {
                                                                               : nullptr;
   }
 
-  mutable std::mutex mu_;
+  mutable DeviceMutex mu_;
   std::set<const void*> live_;  // every live object, by its backend:: base address (mu_)
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 10];
+    std::atomic<uint64_t> v[22 + 6 + 11];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
     kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits,
-    kLongestSleepUs, kLongestParkUs, kParks, kParkKicks, kTakeovers  // written by the engine thread alone
+    kLongestSleepUs, kLongestParkUs, kParks, kParkKicks, kTakeovers,  // written by the engine thread alone
+    kIdlePolls  // written by callers without mu_ (progress)
   };
   // Statistics change under mu_ only (one writer), so a plain load+store suffices; readers use
   // relaxed loads.
@@ -156,6 +185,10 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
   // `now`: the steady clock the caller just read (0: read it here).
   int step_locked(int budget, uint64_t now = 0);
+  // Without mu_: true when a pass at `now` would find nothing to do (see the top of this file).
+  bool idle_at(uint64_t now);
+  // At the end of a pass that did `work`: marks the device idle if nothing is left pending.
+  void mark_quiet(int work);
   // Trace points cost one test of trace_ when tracing is off.
   void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
           uint64_t arg) {

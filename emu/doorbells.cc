@@ -33,10 +33,11 @@ int DoorbellPage::alloc(DbKind kind, void* obj, uint32_t* index_p) {
     free_.pop_back();
   } else {
     if (high_ >= capacity_) return -ENOMEM;
-    idx = high_++;
+    idx = high_;
+    __atomic_store_n(&high_, high_ + 1, __ATOMIC_RELAXED);
   }
   __atomic_store_n(&words_[idx], 0u, __ATOMIC_RELAXED);
-  shadow_[idx] = 0;
+  set_shadow(idx, 0);
   owner_[idx] = DbOwner{kind, obj, 0};
   *index_p = idx;
   return 0;

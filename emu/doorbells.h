@@ -8,7 +8,9 @@
 // at most kScanChunk words is compared whole every pass. After the engine slept, the whole page
 // is compared once (request_full_scan).
 //
-// Internal to emu/. Guarded by the device's mu_, except the words themselves.
+// Internal to emu/. Guarded by the device's mu_, except the words themselves and unchanged()
+// (which reads the shadow and the page's extent with atomic loads; they change with atomic
+// stores under mu_).
 #ifndef XPUFAB_EMU_DOORBELLS_H_
 #define XPUFAB_EMU_DOORBELLS_H_
 
@@ -51,7 +53,17 @@ class DoorbellPage {
 
   uint32_t* word(uint32_t index) { return &words_[index]; }
   DbOwner& owner(uint32_t index) { return owner_[index]; }
-  void set_shadow(uint32_t index, uint32_t value) { shadow_[index] = value; }
+  void set_shadow(uint32_t index, uint32_t value) { __atomic_store_n(&shadow_[index], value, __ATOMIC_RELAXED); }
+  // Without mu_: true when the page is small enough to be compared whole in a pass (see above)
+  // and no word differs from its shadow, so a pass would find no doorbell. A larger page says
+  // false.
+  bool unchanged() const {
+    const uint32_t n = __atomic_load_n(&high_, __ATOMIC_RELAXED);
+    if (n > kScanChunk) return false;
+    for (uint32_t i = 0; i < n; ++i)
+      if (load_db(&words_[i]) != __atomic_load_n(&shadow_[i], __ATOMIC_RELAXED)) return false;
+    return true;
+  }
   // The word was active in pass `pass`: compare it every pass for the next kHotPasses.
   void mark_hot(uint32_t index, uint64_t pass);
   void request_full_scan() { full_scan_ = true; }

@@ -1,6 +1,7 @@
 // The device data path (device/efa_sq.h, efa_rq.h, efa_cq.h) against the emulated NIC with its
 // engine threads running: every op posted through efa_sq_post/efa_rq_post and completed through
-// efa_cq_poll, and many threads posting to one SQ at once (run under TSan too).
+// efa_cq_poll, and many threads posting to one SQ at once (run under TSan too). Without engine
+// threads: an idle device's progress() runs no pass, and every kind of work still gets done.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -22,10 +23,11 @@ struct DpNode {
   efa_rq rq{};
   std::vector<uint64_t> sq_scratch, rq_scratch;
 
-  void open(std::shared_ptr<Fabric> fabric, uint32_t depth, uint32_t cq_entries) {
+  void open(std::shared_ptr<Fabric> fabric, uint32_t depth, uint32_t cq_entries,
+            bool engine_thread = true) {
     DeviceOptions o;
     o.fabric = std::move(fabric);
-    o.engine_thread = true;
+    o.engine_thread = engine_thread;
     o.idle_sleep_max_us = 200;
     n.open(o);
     n.make_qp(0, depth, cq_entries, 1);
@@ -60,10 +62,11 @@ struct DpNode {
 
 class DpPair : public ::testing::Test {
  protected:
+  virtual bool engine_threads() const { return true; }
   void SetUp() override {
     auto fabric = std::make_shared<InProcFabric>();
-    a_.open(fabric, 256, 1024);
-    b_.open(fabric, 256, 1024);
+    a_.open(fabric, 256, 1024, engine_threads());
+    b_.open(fabric, 256, 1024, engine_threads());
     Gid gb = b_.n.dev->gid(), ga = a_.n.dev->gid();
     ASSERT_EQ(a_.n.dev->create_ah(a_.n.pd, gb.data(), &ab_), 0);
     ASSERT_EQ(b_.n.dev->create_ah(b_.n.pd, ga.data(), &ba_), 0);
@@ -179,6 +182,74 @@ TEST_F(DpPair, ManyThreadsPostToOneSq) {
   Stats s = a_.n.dev->stats();
   EXPECT_EQ(s.wqes, static_cast<uint64_t>(kThreads * kPerThread));
   for (int k = 0; k < 6; ++k) EXPECT_EQ(s.diag[k], 0u) << diag_name(static_cast<DiagKind>(k));
+}
+
+// Only the callers' progress() calls move these devices.
+class CallerDrivenPair : public DpPair {
+ protected:
+  bool engine_threads() const override { return false; }
+  // Calls progress() until a pass vouched for the device's idleness.
+  static void settle(EmuDevice* dev) {
+    for (int i = 0; i < 1000 && dev->stats().idle_polls == 0; ++i) dev->progress(32);
+    ASSERT_GT(dev->stats().idle_polls, 0u);
+  }
+};
+
+TEST_F(CallerDrivenPair, AnIdleDevicesProgressRunsNoPass) {
+  settle(a_.n.dev.get());
+  const Stats before = a_.n.dev->stats();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a_.n.dev->progress(32), 0);
+  const Stats after = a_.n.dev->stats();
+  EXPECT_EQ(after.steps, before.steps);
+  EXPECT_EQ(after.idle_polls, before.idle_polls + 100);
+}
+
+TEST_F(CallerDrivenPair, DoorbellsAndPacketsEndIdleness) {
+  settle(a_.n.dev.get());
+  settle(b_.n.dev.get());
+  efa_dp_sge rsge = {b_.n.addr(0), 64, b_.n.mr->lkey()};
+  ASSERT_EQ(efa_rq_post(&b_.rq, &rsge, 1, 1), 0);  // an RQ doorbell at B
+  settle(b_.n.dev.get());                             // ... taken in before the packet comes
+  efa_dp_wr s = wr(EFA_DP_OP_SEND);
+  s.num_sge = 1;
+  s.sge[0] = {a_.n.addr(0), 64, a_.n.mr->lkey()};
+  ASSERT_EQ(efa_sq_post(&a_.sq, &s), 0);  // an SQ doorbell at A
+  a_.n.dev->progress(32);                // sends: B's inbox now holds the packet
+  efa_dp_cqe c;
+  ASSERT_TRUE(b_.poll(&c));
+  EXPECT_EQ(c.status, EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(c.byte_len, 64u);
+  ASSERT_TRUE(a_.poll(&c));  // the answer in A's inbox
+  EXPECT_EQ(c.status, EFA_IO_COMP_STATUS_OK);
+}
+
+TEST_F(CallerDrivenPair, AControlCallEndsIdleness) {
+  efa_dp_sge rsge = {b_.n.addr(0), 64, b_.n.mr->lkey()};
+  ASSERT_EQ(efa_rq_post(&b_.rq, &rsge, 1, 1), 0);
+  settle(b_.n.dev.get());
+  backend::QpAttr e;
+  e.state = backend::QpState::kErr;
+  ASSERT_EQ(b_.n.qp->modify(e, backend::kQpAttrState), 0);  // flushes the posted receive
+  efa_dp_cqe c;
+  ASSERT_TRUE(b_.poll(&c));
+  EXPECT_EQ(c.status, EFA_IO_COMP_STATUS_FLUSHED);
+}
+
+TEST_F(CallerDrivenPair, ATimerFallsDueWhileIdle) {
+  // A destination no device answers for: the send waits out the unreachable timeout.
+  Gid nobody{};
+  nobody[15] = 0x5a;
+  backend::Ah* ah = nullptr;
+  ASSERT_EQ(a_.n.dev->create_ah(a_.n.pd, nobody.data(), &ah), 0);
+  efa_dp_wr s = wr(EFA_DP_OP_SEND);
+  s.ah = ah->ahn();
+  s.num_sge = 1;
+  s.sge[0] = {a_.n.addr(0), 8, a_.n.mr->lkey()};
+  ASSERT_EQ(efa_sq_post(&a_.sq, &s), 0);
+  efa_dp_cqe c;
+  ASSERT_TRUE(a_.poll(&c));
+  EXPECT_EQ(c.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);
+  EXPECT_GT(a_.n.dev->stats().idle_polls, 0u);  // it waited idle, not in passes
 }
 
 TEST(EngineThread, IdleDeviceSleeps) {

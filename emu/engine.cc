@@ -78,6 +78,7 @@ void flip_bit(Packet* p, uint32_t bit) {
 }
 
 constexpr uint64_t kDeepIdleNs = 1000000000;  // idle this long: sleeps may grow 4x longer
+constexpr uint64_t kQuietMaxNs = 50000;        // the longest a pass vouches for an idle device
 
 }  // namespace
 
@@ -99,7 +100,7 @@ FaultDecision DeviceImpl::ask(FaultContext ctx, uint64_t arg) {
 int DeviceImpl::step(int budget) {
   int n;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     n = step_locked(budget);
   }
   notify_pending();
@@ -110,7 +111,7 @@ void DeviceImpl::notify_pending() {
   std::vector<EmuCq*> cqs;
   EventHandler* h;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     if (overrun_notify_.empty()) return;
     cqs.swap(overrun_notify_);
     h = handler_;
@@ -125,12 +126,36 @@ int DeviceImpl::progress(int budget) {
   // Not a locked add: concurrent callers may lose a count, which only undercounts a rate that
   // a driving caller exceeds many times over (engine_loop).
   caller_calls_.store(caller_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (idle_at(now)) {
+    // As caller_calls_: a lost count only undercounts.
+    stats_.v[kIdlePolls].store(stats_.v[kIdlePolls].load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
+    return 0;
+  }
   if (!mu_.try_lock()) return 0;  // someone else is driving right now
   int n = step_locked(budget, now);
   bool notify = !overrun_notify_.empty();
   mu_.unlock();
   if (notify) notify_pending();
   return n;
+}
+
+bool DeviceImpl::idle_at(uint64_t now) {
+  return now < mu_.quiet_until_ns.load(std::memory_order_acquire) &&
+         inbox_size_.load(std::memory_order_acquire) == 0 && db_.unchanged() &&
+         fabric_->rx_quiet(gid_, now);
+}
+
+void DeviceImpl::mark_quiet(int work) {
+  // Faults and a stepped clock make each pass count; a pass with work may have left some.
+  if (work != 0 || opt_.faults != nullptr || opt_.step_clock_ns != 0 || !attached_) return;
+  if (!work_pkts_.empty() || !held_.empty() || !delayed_pkts_.empty() || !cq_delayed_.empty() ||
+      !sq_pending_.empty()) {
+    return;
+  }
+  // Bounded, so that an idle device still runs a pass now and then.
+  const uint64_t until = std::min(timers_.earliest(), step_now_ + kQuietMaxNs);
+  mu_.quiet_until_ns.store(until, std::memory_order_relaxed);
 }
 
 int DeviceImpl::step_locked(int budget, uint64_t now) {
@@ -171,6 +196,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
     tx_batch_open_ = false;
     fabric_->batch_end();
   }
+  mark_quiet(work);
   return work;
 }
 
@@ -399,7 +425,7 @@ void DeviceImpl::engine_loop() {
       wake_ = false;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<DeviceMutex> lock(mu_);
       bump(kIdleSleeps);
       db_.request_full_scan();
     }

@@ -243,6 +243,14 @@ class Fabric {
     (void)out;
     return poll_rx(gid, budget);
   }
+  // Without the device's lock: true when nothing for the local `gid` waits on the wire, so an
+  // engine pass would find nothing there; the call counts as a poll (a receive thread that
+  // parks while the device polls stays parked). False when the fabric cannot tell cheaply.
+  virtual bool rx_quiet(const Gid& gid, uint64_t now_ns) {
+    (void)gid;
+    (void)now_ns;
+    return false;
+  }
   // The device of `gid` stops polling its wire for a while (its engine goes to sleep): a fabric
   // with a receive thread that parks while polls come in hands packets to the sink from now on.
   virtual void poll_rx_stop(const Gid& gid) { (void)gid; }
@@ -332,6 +340,8 @@ class InProcFabric : public Fabric {
   void batch_end() override;
   bool batches_sends() const override { return true; }
   bool lossless() const override { return true; }
+  // Packets go straight to the destination's sink (its inbox): the wire never holds any.
+  bool rx_quiet(const Gid&, uint64_t) override { return true; }
   // Every device is in this process; its copies are checked ones (a buffer freed under a late
   // request faults the copy, not the process).
   bool peer_memory() const override { return true; }

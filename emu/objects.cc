@@ -59,12 +59,12 @@ int EmuCq::query(CqAttr* attr) const {
 int EmuCq::arm() { return dev->arm_cq(this); }
 
 QpState EmuQp::state() const {
-  std::lock_guard<std::mutex> lock(dev->mu_);
+  std::lock_guard<DeviceMutex> lock(dev->mu_);
   return st;
 }
 
 int EmuQp::modify(const QpAttr& attr, uint32_t attr_mask) {
-  std::lock_guard<std::mutex> lock(dev->mu_);
+  std::lock_guard<DeviceMutex> lock(dev->mu_);
   return dev->modify_qp_locked(this, attr, attr_mask);
 }
 
@@ -87,7 +87,7 @@ int EmuQp::attach_comp_cntr(CompCntr* cntr, uint32_t cntr_ops) {
   constexpr uint32_t kAll = kCntrSend | kCntrRecv | kCntrRdmaRead | kCntrRdmaWrite |
                             kCntrRemoteRdmaRead | kCntrRemoteRdmaWrite;
   if (cntr_ops == 0 || (cntr_ops & ~kAll) != 0) return -EINVAL;
-  std::lock_guard<std::mutex> lock(dev->mu_);
+  std::lock_guard<DeviceMutex> lock(dev->mu_);
   auto* c = dev->live_as<EmuCntr>(cntr);
   if (c == nullptr) return -EINVAL;
   for (auto& e : cntrs) {
@@ -99,7 +99,7 @@ int EmuQp::attach_comp_cntr(CompCntr* cntr, uint32_t cntr_ops) {
 }
 
 int EmuQp::detach_comp_cntr(CompCntr* cntr) {
-  std::lock_guard<std::mutex> lock(dev->mu_);
+  std::lock_guard<DeviceMutex> lock(dev->mu_);
   for (size_t i = 0; i < cntrs.size(); ++i) {
     if (cntrs[i].first == cntr) {
       cntrs[i].first->refs--;

@@ -24,7 +24,7 @@ void DeviceImpl::set_failed_locked(EmuQp* qp, int /*status*/, std::vector<EmuQp*
 void DeviceImpl::notify_failed(const std::vector<EmuQp*>& failed, int status) {
   EventHandler* h;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     h = handler_;
   }
   if (h == nullptr) return;
@@ -34,7 +34,7 @@ void DeviceImpl::notify_failed(const std::vector<EmuQp*>& failed, int status) {
 int DeviceImpl::set_qp_failed(Qp* q, int status) {
   std::vector<EmuQp*> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<DeviceMutex> lock(mu_);
     auto* qp = live_as<EmuQp>(q);
     if (qp == nullptr || qp->st == QpState::kReset) return -EINVAL;
     set_failed_locked(qp, status, &failed);

@@ -30,12 +30,13 @@ Stats DeviceImpl::stats() const {
   s.parks = stats_.v[kParks].load(std::memory_order_relaxed);
   s.park_kicks = stats_.v[kParkKicks].load(std::memory_order_relaxed);
   s.takeovers = stats_.v[kTakeovers].load(std::memory_order_relaxed);
+  s.idle_polls = stats_.v[kIdlePolls].load(std::memory_order_relaxed);
   return s;
 }
 
 std::vector<QpStats> DeviceImpl::qp_stats() const {
   std::vector<QpStats> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<DeviceMutex> lock(mu_);
   for (const EmuQp* qp : qps_) {
     if (qp == nullptr) continue;
     QpStats q = qp->qs;
@@ -67,7 +68,7 @@ std::string format_stats(const std::string& device, const Stats& s, const std::v
       {"one_copy_refused", s.one_copy_refused}, {"stalled_waits", s.stalled_waits},
       {"backlog_waits", s.backlog_waits}, {"unserved_waits", s.unserved_waits},
       {"longest_sleep_us", s.longest_sleep_us}, {"longest_park_us", s.longest_park_us},
-      {"parks", s.parks}, {"park_kicks", s.park_kicks}, {"takeovers", s.takeovers}};
+      {"parks", s.parks}, {"park_kicks", s.park_kicks}, {"takeovers", s.takeovers}, {"idle_polls", s.idle_polls}};
   for (const auto& d : dev) line("", d.first, d.second);
   for (const QpStats& q : qps) {
     std::string p = "qp " + std::to_string(q.qpn) + " ";

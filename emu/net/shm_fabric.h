@@ -111,6 +111,7 @@ class ShmFabric : public Fabric {
   bool lossless() const override { return true; }
   int poll_rx(const Gid& gid, int budget) override;
   int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) override;
+  bool rx_quiet(const Gid& gid, uint64_t now_ns) override;
   // Wakes the parked receive thread of `gid`, which drains the mailbox from then on.
   void poll_rx_stop(const Gid& gid) override;
   bool copies_on_send() const override { return true; }

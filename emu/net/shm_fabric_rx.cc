@@ -188,6 +188,17 @@ int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vect
   return n;
 }
 
+// The mailbox of the last device that polled (rx_hint_): a look at its head and tail. Another
+// device's, or a pass's liveness mark (polled_ns, which only a draining poll moves), is left to
+// poll_rx_batch.
+bool ShmFabric::rx_quiet(const Gid& gid, uint64_t now) {
+  Local* lp = rx_hint_.load(std::memory_order_acquire);
+  if (lp == nullptr || !same_gid(lp->gid, gid)) return false;
+  lp->last_poll_ns.store(now, std::memory_order_relaxed);
+  const Mailbox* box = lp->mb;
+  return box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
+}
+
 }  // namespace net
 }  // namespace emu
 }  // namespace xpufab
