@@ -141,9 +141,10 @@ int DeviceImpl::progress(int budget) {
 }
 
 bool DeviceImpl::idle_at(uint64_t now) {
+  // What a waiting poller most often finds first: a packet (delivered, or on the wire).
   return now < mu_.quiet_until_ns.load(std::memory_order_acquire) &&
-         inbox_size_.load(std::memory_order_acquire) == 0 && db_.unchanged() &&
-         fabric_->rx_quiet(gid_, now);
+         inbox_size_.load(std::memory_order_acquire) == 0 && fabric_->rx_quiet(gid_, now) &&
+         db_.unchanged();
 }
 
 void DeviceImpl::mark_quiet(int work) {
