@@ -122,7 +122,11 @@ void DeviceImpl::notify_pending() {
 
 int DeviceImpl::progress(int budget) {
   const uint64_t now = now_ns();
-  last_caller_ns_.store(now, std::memory_order_relaxed);
+  // Released, and acquired by every pass: what the caller wrote before this call happens before
+  // whatever a later pass does, on any thread, as when every call took the lock. An application
+  // fills a buffer, then lets a peer read it through a channel of its own; the engine thread may
+  // serve that read, and ThreadSanitizer cannot follow the channel into the other process.
+  last_caller_ns_.store(now, std::memory_order_release);
   // Not a locked add: concurrent callers may lose a count, which only undercounts a rate that
   // a driving caller exceeds many times over (engine_loop).
   caller_calls_.store(caller_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -161,6 +165,7 @@ void DeviceImpl::mark_quiet(int work) {
 
 int DeviceImpl::step_locked(int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
+  (void)last_caller_ns_.load(std::memory_order_acquire);  // see progress()
   ++pass_;
   step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns();
   bump(kSteps);
