@@ -52,6 +52,7 @@ void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_
     Completion& out = cq->staged.emplace_back();
     efa_comp_from_cqe(&c, op_context, rx_buf, &out.c);
     out.src = src;
+    cq->nstaged.store(cq->staged.size(), std::memory_order_release);
   }
   cq->cv.notify_all();
   cq->pollable.wake_watchers();
@@ -131,6 +132,7 @@ __attribute__((noinline)) ssize_t cq_take(EfaCq* cq, void* buf, size_t count, fi
     cq->staged.pop_front();
     n++;
   }
+  cq->nstaged.store(cq->staged.size(), std::memory_order_relaxed);
   return static_cast<ssize_t>(n);
 }
 
@@ -149,7 +151,10 @@ __attribute__((always_inline)) inline ssize_t cq_readfrom_impl(EfaCq* cq, void* 
   if (!buf && count) return -FI_EINVAL;
   EfaDomain* dom = cq->dom;
   dom->progress();
-  if (!dom->app_serialized) return cq_take_locked(cq, buf, count, src);
+  if (!dom->app_serialized) {
+    if (cq->nstaged.load(std::memory_order_acquire) == 0) return -FI_EAGAIN;
+    return cq_take_locked(cq, buf, count, src);
+  }
   // FI_THREAD_DOMAIN: nobody stages concurrently, and an empty CQ is told without a call.
   if (cq->staged.empty()) return -FI_EAGAIN;
   return cq_take(cq, buf, count, src);
@@ -176,6 +181,7 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
   buf->tag = cq->staged.front().tag;
   buf->olen = cq->staged.front().olen;
   cq->staged.pop_front();
+  cq->nstaged.store(cq->staged.size(), std::memory_order_relaxed);
   return 1;
 }
 
@@ -334,6 +340,7 @@ void EfaCq::stage(const Completion& c) {
   {
     SerialLock g(lock, dom->app_serialized);
     staged.push_back(c);
+    nstaged.store(staged.size(), std::memory_order_release);
   }
   cv.notify_all();
   pollable.wake_watchers();

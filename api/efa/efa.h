@@ -293,6 +293,9 @@ struct EfaCq {
   std::mutex lock;                // staging
   std::condition_variable cv;
   std::deque<Completion> staged;
+  // staged.size(), stored after each change: a read without FI_THREAD_DOMAIN that finds it 0
+  // returns without the lock.
+  std::atomic<size_t> nstaged{0};
   std::atomic<bool> signaled{false};
   WakeFd wake;                    // fi_cq_signal wakes fi_cq_sread
   CqPollable pollable;            // registered while a user host CQ is open

@@ -83,6 +83,12 @@ struct ProtoState {
   // The context the inject calls run under: no application context can be this endpoint's
   // own state, so their completions are told apart (counted, never reported on success).
   uint64_t inject_ctx() const { return reinterpret_cast<uintptr_t>(this); }
+  // Set as the host lock is released (without FI_THREAD_DOMAIN): true when nothing but a new CQE
+  // or a new AV entry can give progress work (nothing deferred, nothing pending in the core),
+  // and how many AV entries the peers then covered. A poller that finds both still so, and no
+  // valid CQE, skips the lock; one that races a holder sees the state just before it.
+  std::atomic<bool> quiet{false};
+  std::atomic<size_t> av_seen{0};
 };
 
 namespace {
@@ -102,6 +108,11 @@ class CoreLock {
     }
   }
   ~CoreLock() {
+    // (An XPU endpoint's core is device code's too, and its host side never polls it.)
+    if (!ps_->host_serialized && !ps_->dev_lock) {
+      ps_->av_seen.store(ps_->peer_of_av.size(), std::memory_order_relaxed);
+      ps_->quiet.store(ps_->deferred == 0 && !proto_progress_pending(ps_->pep), std::memory_order_release);
+    }
     if (ps_->dev_lock) __atomic_store_n(ps_->dev_lock, 0u, __ATOMIC_RELEASE);
     if (!ps_->host_serialized) ps_->lock.unlock();
   }
@@ -604,8 +615,14 @@ inline void progress_one(EfaEp* ep) {
   if (ep->is_xpu()) return;
   ProtoState* ps = ep->proto;
   // Most polls find nothing. Under FI_THREAD_DOMAIN nobody else touches the core: its fields
-  // say so without taking any lock; otherwise they are read under the lock.
-  if (ps->host_serialized && !progress_due(ep, ps)) return;
+  // say so without taking any lock. Otherwise what the last holder of the lock left says so.
+  if (ps->host_serialized) {
+    if (!progress_due(ep, ps)) return;
+  } else if (ps->quiet.load(std::memory_order_acquire) &&
+             ep->av->count.load(std::memory_order_acquire) == ps->av_seen.load(std::memory_order_relaxed) &&
+             !efa_cq_ready(&ps->pep->cq)) {
+    return;
+  }
   progress_run(ep, ps);
 }
 

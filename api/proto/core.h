@@ -583,14 +583,15 @@ XPU_FUNC int proto_ep_idle(const struct proto_ep *ep) {
 
 /*
  * 0 when proto_progress would do nothing: no stalled stream or orphan, nothing
- * queued to transmit, no credit to return, no completion to hand out, and no
- * valid CQE. Reads the endpoint's own fields: the caller holds what
- * serializes its calls.
+ * queued to transmit, no credit to return, no completion to hand out
+ * (proto_progress_pending), and no valid CQE. Reads the endpoint's own fields:
+ * the caller holds what serializes its calls.
  */
-XPU_FUNC int proto_progress_due(struct proto_ep *ep) {
-  return (ep->stalled | ep->norphans | ep->txq.count | ep->opq_count | ep->credit_due | ep->comp_count) != 0 ||
-         efa_cq_ready(&ep->cq);
+XPU_FUNC int proto_progress_pending(const struct proto_ep *ep) {
+  return (ep->stalled | ep->norphans | ep->txq.count | ep->opq_count | ep->credit_due | ep->comp_count) != 0;
 }
+
+XPU_FUNC int proto_progress_due(struct proto_ep *ep) { return proto_progress_pending(ep) || efa_cq_ready(&ep->cq); }
 
 /*
  * Makes progress: handles packets that waited, polls the CQ, returns credits
