@@ -195,13 +195,19 @@ class CallerDrivenPair : public DpPair {
   }
 };
 
-TEST_F(CallerDrivenPair, AnIdleDevicesProgressRunsNoPass) {
+TEST_F(CallerDrivenPair, AnIdleDevicesProgressRunsAPassAtMostEvery50Us) {
   settle(a_.n.dev.get());
   const Stats before = a_.n.dev->stats();
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a_.n.dev->progress(32), 0);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   const Stats after = a_.n.dev->stats();
-  EXPECT_EQ(after.steps, before.steps);
-  EXPECT_EQ(after.idle_polls, before.idle_polls + 100);
+  const uint64_t passes = after.steps - before.steps, idle = after.idle_polls - before.idle_polls;
+  EXPECT_EQ(passes + idle, 100u);  // each call either ran a pass or found the device idle
+  // A pass vouches for the next 50 us (DeviceMutex::quiet_until_ns): a pass to start, then one
+  // per 50 us that the calls took (many under a sanitizer, none on an idle machine).
+  EXPECT_LE(passes, 1 + static_cast<uint64_t>(ns) / 50000);
+  EXPECT_GT(idle, 0u);
 }
 
 TEST_F(CallerDrivenPair, DoorbellsAndPacketsEndIdleness) {

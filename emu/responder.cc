@@ -6,6 +6,7 @@
 
 #include "device/efa_io_defs.h"
 #include "emu/device_impl.h"
+#include "emu/remote_dma.h"
 
 namespace xpufab {
 namespace emu {
@@ -205,6 +206,7 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
       resp.ref = self_ref_;
       resp.ref_addr = reinterpret_cast<uint64_t>(host);
     } else {
+      RemoteDma dma;
       resp.payload.assign(host, host + pkt.length);
     }
     // A read is answered again each time it is asked (reading twice changes nothing), but
@@ -246,7 +248,12 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
   if (by_ref) {
     // One copy, out of the requester's memory, after the key, bounds, access and receive WQE
     // checks above. A refused copy lands nothing and gives the receive WQE back.
-    if (pkt.length != 0 && fabric_->copy_peer(pkt.ref, pkt.ref_addr, host, pkt.length) != 0) {
+    int copied = 0;
+    if (pkt.length != 0) {
+      RemoteDma dma;
+      copied = fabric_->copy_peer(pkt.ref, pkt.ref_addr, host, pkt.length);
+    }
+    if (copied != 0) {
       qp->rq_cons = rq_cons;
       bump(kOneCopyRefused);
       resp.copy_refused = true;
@@ -254,6 +261,7 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
     }
     bump(kOneCopyBytes, pkt.length);
   } else if (pkt.length != 0) {
+    RemoteDma dma;
     std::memcpy(host, pkt.payload.data(), pkt.length);
   }
   count(qp, kCntrRemoteRdmaWrite, true);
