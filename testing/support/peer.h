@@ -94,6 +94,8 @@ std::vector<Address> exchange_by_role(oob::Session& s, const Address& mine, size
 
 // One completion: 1, or -FI_EAVAIL with *err filled, or -FI_ETIMEDOUT after `ms`.
 int wait_one(Endpoint& e, fi_cq_data_entry* entry, fi_cq_err_entry* err, int ms);
+// Poll loops read the clock for their deadline once per this many empty CQ reads.
+inline constexpr uint32_t kPollsPerClock = 256;
 // One successful completion within `ms`; otherwise prints what came and fails.
 void expect_one(Endpoint& e, fi_cq_data_entry* entry, int ms);
 // The same, and it must carry `context`.
