@@ -19,8 +19,8 @@
 // sides), WQEs (read after an acquire load of the doorbell that covers them), CQE flags (written
 // with a release store after the rest of the entry) and counters (atomic adds).
 //
-// An idle caller's progress() takes no lock: a pass that found nothing to do and left nothing
-// pending says until when the device stays idle (DeviceMutex::quiet_until_ns), and the caller
+// An idle caller's progress() takes no lock: a pass that left nothing pending says until when
+// the device stays idle (DeviceMutex::quiet_until_ns), and the caller
 // checks what can change meanwhile without mu_: the inbox, the wire (Fabric::rx_quiet), the
 // doorbell words (DoorbellPage::unchanged). Whoever else takes mu_ may leave work, so taking it
 // clears the mark.
@@ -75,8 +75,8 @@ class DeviceMutex {
   }
   void unlock() { m_.unlock(); }
 
-  // Nonzero: the last holder was an engine pass that found no work and left none, and no timer
-  // falls due before this time (steady clock). Set by that pass just before it unlocks.
+  // Nonzero: the last holder was an engine pass that left no work behind, and no timer falls due
+  // before this time (steady clock). Set by that pass just before it unlocks.
   std::atomic<uint64_t> quiet_until_ns{0};
 
  private:
@@ -187,8 +187,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   int step_locked(int budget, uint64_t now = 0);
   // Without mu_: true when a pass at `now` would find nothing to do (see the top of this file).
   bool idle_at(uint64_t now);
-  // At the end of a pass that did `work`: marks the device idle if nothing is left pending.
-  void mark_quiet(int work);
+  // At the end of a pass: marks the device idle if the pass left nothing pending.
+  void mark_quiet();
   // Trace points cost one test of trace_ when tracing is off.
   void tr(TraceKind k, uint32_t qpn, uint32_t slot, uint8_t a, uint8_t b, uint8_t status, uint32_t len,
           uint64_t arg) {

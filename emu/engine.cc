@@ -151,9 +151,11 @@ bool DeviceImpl::idle_at(uint64_t now) {
          db_.unchanged();
 }
 
-void DeviceImpl::mark_quiet(int work) {
-  // Faults and a stepped clock make each pass count; a pass with work may have left some.
-  if (work != 0 || opt_.faults != nullptr || opt_.step_clock_ns != 0 || !attached_) return;
+void DeviceImpl::mark_quiet() {
+  // Faults and a stepped clock make each pass count.
+  if (opt_.faults != nullptr || opt_.step_clock_ns != 0 || !attached_) return;
+  // What a pass leaves for the next one, whether or not it did work: packets and WQEs beyond its
+  // budget, packets and CQEs held back. Everything else arrives where idle_at() looks.
   if (!work_pkts_.empty() || !held_.empty() || !delayed_pkts_.empty() || !cq_delayed_.empty() ||
       !sq_pending_.empty()) {
     return;
@@ -202,7 +204,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
     tx_batch_open_ = false;
     fabric_->batch_end();
   }
-  mark_quiet(work);
+  mark_quiet();
   return work;
 }
 
