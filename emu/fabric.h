@@ -42,10 +42,10 @@ enum class PacketType : uint8_t {
 
 // Packet bytes: up to kInline bytes live in the packet itself, so small messages (the common
 // case, a 64-byte protocol header and up to 128 bytes after it included) cost no allocation;
-// larger ones use one heap block. A payload may instead borrow bytes
-// it does not own (view()): only for a packet handed straight to a fabric whose send() copies
-// it (Fabric::copies_on_send), so that a large RDMA write is read from the MR exactly once.
-// Copying a borrowed payload, or asking it for writable bytes, makes it own its bytes first.
+// larger ones use one heap block. A payload may instead borrow bytes it does not own (view()):
+// only for a packet handed straight to a fabric whose send() copies it
+// (Fabric::copies_on_send), so that a large RDMA write is read from the MR exactly once. Copying
+// a borrowed payload, or asking it for writable bytes, makes it own its bytes first.
 class Payload {
  public:
   static constexpr size_t kInline = 192;

@@ -96,8 +96,7 @@ namespace {
 // The host's hold on the core: the host-side mutex, then the device's lock if it has one.
 class CoreLock {
  public:
-  explicit CoreLock(ProtoState* ps) : ps_(ps) {
-    if (!ps_->host_serialized) ps_->lock.lock();
+  explicit CoreLock(ProtoState* ps) : host_(ps->lock, ps->host_serialized), ps_(ps) {
     if (!ps_->dev_lock) return;
     for (;;) {
       uint32_t unlocked = 0;
@@ -114,12 +113,12 @@ class CoreLock {
       ps_->quiet.store(ps_->deferred == 0 && !proto_progress_pending(ps_->pep), std::memory_order_release);
     }
     if (ps_->dev_lock) __atomic_store_n(ps_->dev_lock, 0u, __ATOMIC_RELEASE);
-    if (!ps_->host_serialized) ps_->lock.unlock();
-  }
+  }  // then host_ lets go of the host-side mutex
   CoreLock(const CoreLock&) = delete;
   CoreLock& operator=(const CoreLock&) = delete;
 
  private:
+  SerialLock host_;  // first in, last out: the host-side mutex encloses the device's lock
   ProtoState* ps_;
 };
 

@@ -10,7 +10,7 @@ set -euo pipefail
 bin="$1"
 rounds="${2:-1000}"
 command -v valgrind >/dev/null || { echo "provider_count: valgrind not installed" >&2; exit 2; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/provider_count.XXXXXX")
+tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 count() {  # FABRIC THREADING WORK ROUNDS -> instructions of the whole run
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" "$bin" "$@" 2>"$tmp/err" ||
