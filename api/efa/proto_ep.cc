@@ -11,7 +11,9 @@
 // domain's progress. A domain opened with FI_THREAD_DOMAIN is the application's to serialize:
 // its host calls take no lock of their own (the device's lock stays).
 #include <sched.h>
+#include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -23,6 +25,8 @@
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
+#include "api/core/param.h"
+#include "api/proto/grow.h"
 #include "api/proto/proto.h"
 
 namespace xpufab::efa {
@@ -60,8 +64,13 @@ struct ProtoState {
   bool host_serialized = false;  // FI_THREAD_DOMAIN: the application serializes every call
   backend::Cq* bcq = nullptr;  // the QP's one CQ, polled by the core alone
   backend::Mr* bounce_mr = nullptr;
-  uint8_t* bounce = nullptr;
+  uint8_t* bounce = nullptr;  // mmap, bounce_len bytes: committed as buffers are first used
+  size_t bounce_len = 0;
   std::vector<uint64_t> mem;  // the core's pools
+  // The core's peer table grows on demand up to this many peers; a host endpoint keeps each
+  // grown table here (an XPU endpoint's are mapped blocks in xmem).
+  uint32_t peer_limit = 0;
+  std::vector<std::vector<uint64_t>> peer_tables;
   proto_config cfg{};
   proto_dev dev{};
   proto_ep own_pep{};
@@ -122,8 +131,11 @@ class CoreLock {
   ProtoState* ps_;
 };
 
-// The sizes every endpoint of the fabric uses (both sides of a pair must agree on credits).
-constexpr uint32_t kMaxPeers = 16;
+// The sizes every endpoint of the fabric uses (both sides of a pair must agree on credits). The
+// peer table starts with kInitialPeers entries and doubles, with its receive buffers, up to
+// FI_EFA_MAX_PEERS (kMaxPeersDefault), lowered to what the device's receive queue and CQ hold.
+constexpr uint32_t kInitialPeers = 16;
+constexpr uint32_t kMaxPeersDefault = 1024;
 constexpr uint32_t kCredits = 32;
 constexpr uint32_t kMaxOps = 1024;
 constexpr uint32_t kTxBuffers = 256;
@@ -143,12 +155,51 @@ uint32_t round_pow2(uint32_t v) {
 
 void fill_config(proto_config* c) {
   proto_config_default(c);
-  c->max_peers = kMaxPeers;
+  c->max_peers = kInitialPeers;
   c->credits = kCredits;
   c->max_ops = kMaxOps;
   c->ntx = kTxBuffers;
   c->ncomp = round_pow2(kMaxOps);
   c->rdma_chunk = kRdmaChunk;
+}
+
+// Where a grown peer table lives: host memory the endpoint keeps, or for an XPU endpoint a block
+// the XPU context maps, where device code follows the core's pointers into it.
+int map_for_device(EfaEp* ep, ProtoState* ps, void* host, size_t len, uint64_t flags,
+                   void** out = nullptr);
+
+void* peer_table_memory(EfaEp* ep, ProtoState* ps, size_t len) {
+  if (ep->is_xpu()) {
+    void* block = nullptr;
+    if (map_for_device(ep, ps, nullptr, len, FI_XPU_IMPORT_DEVICEMAP, &block)) return nullptr;
+    return block;
+  }
+  ps->peer_tables.emplace_back(len / 8 + 1);
+  return ps->peer_tables.back().data();
+}
+
+// A full peer table twice as large (and its new entries' receive buffers posted), up to the
+// limit (lock held): 0, or -FI_ENOSPC at the limit.
+int grow_peers(EfaEp* ep, ProtoState* ps) {
+  const uint32_t n = std::min(ps->peer_limit, ps->pep->cfg.max_peers * 2);
+  if (n <= ps->pep->cfg.max_peers) return -FI_ENOSPC;
+  const size_t len = proto_grow_mem_size(&ps->pep->cfg, n);
+  void* mem = peer_table_memory(ep, ps, len);
+  if (!mem) return -FI_ENOMEM;
+  const int rc = proto_grow_peers(ps->pep, n, mem, len);
+  if (rc) return rc;
+  ps->waiting.resize(n);
+  return 0;
+}
+
+// Adds the peer of AV entry e, growing the table when it is full (lock held).
+int add_peer(EfaEp* ep, ProtoState* ps, const EfaAvEntry& e, uint32_t* peer) {
+  for (;;) {
+    const int rc = proto_peer_add_gid(ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, e.addr.gid, peer);
+    if (rc != -FI_ENOSPC) return rc;
+    const int grown = grow_peers(ep, ps);
+    if (grown) return grown;
+  }
 }
 
 // Peers for the AV entries added since the last call (lock held). An entry that does not fit
@@ -159,13 +210,18 @@ void sync_new_peers(EfaEp* ep, ProtoState* ps) {
   for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
     const EfaAvEntry& e = av->entries[i];
     uint32_t peer = PROTO_NONE;
-    if (e.valid &&
-        proto_peer_add_gid(ps->pep, e.ahn, e.addr.qpn, e.addr.qkey, e.addr.gid, &peer) == 0) {
+    if (!e.valid) {
+      ps->peer_of_av.push_back(peer);
+      continue;
+    }
+    const int rc = add_peer(ep, ps, e, &peer);
+    if (rc == 0) {
       if (ps->av_of_peer.size() <= peer) ps->av_of_peer.resize(peer + 1, FI_ADDR_NOTAVAIL);
       if (ps->av_of_peer[peer] == FI_ADDR_NOTAVAIL) ps->av_of_peer[peer] = i;
-    } else if (e.valid) {
-      EFA_WARN(kEpData, "QP %u: no room for AV entry %zu in the peer table (%u peers)", ep->qpn,
-               i, kMaxPeers);
+    } else {
+      peer = PROTO_NONE;
+      EFA_WARN(kEpData, "QP %u: no room for AV entry %zu in the peer table (%u peers, at most "
+               "%u: FI_EFA_MAX_PEERS): %d", ep->qpn, i, ps->pep->cfg.max_peers, ps->peer_limit, rc);
     }
     ps->peer_of_av.push_back(peer);
   }
@@ -404,7 +460,7 @@ void release_device_maps(EfaEp* ep, ProtoState* ps) {
 // and device code both follow: the context must map them at their host addresses (the
 // host-memory defaults and CUDA's mapped host memory do), or the endpoint cannot be an XPU one.
 int map_for_device(EfaEp* ep, ProtoState* ps, void* host, size_t len, uint64_t flags,
-                   void** out = nullptr) {
+                   void** out) {
   XpuMem m;
   const int rc = ep->xctx->import_mem(host, len, flags, &m);
   if (rc) return rc;
@@ -441,6 +497,29 @@ int map_core_for_device(EfaEp* ep, ProtoState* ps, const backend::WqAttr& sq,
   return 0;
 }
 
+// FI_EFA_MAX_PEERS, or the default.
+uint32_t max_peers_setting() {
+  long long v = 0;
+  if (core::get_param_int(kProvName, "max_peers", &v) && v >= 1)
+    return static_cast<uint32_t>(std::min<long long>(v, 0xfffe));
+  return kMaxPeersDefault;
+}
+
+// The most peers an endpoint's table may grow to: the setting, lowered to what the device's
+// receive queue holds of their buffers and its CQ of their completions beside nsq sends'.
+uint32_t peer_limit_of(const backend::DeviceAttr& at, const proto_config& cfg, uint32_t nsq) {
+  const uint32_t per_peer = cfg.credits + PROTO_CTRL_SLACK;
+  uint32_t limit = std::min(max_peers_setting(), at.max_rq_wr / per_peer);
+  if (at.max_cq_depth)
+    limit = std::min(limit, at.max_cq_depth > nsq ? (at.max_cq_depth - nsq) / per_peer : 0);
+  return limit;
+}
+
+void unmap_bounce(ProtoState* ps) {
+  if (ps->bounce) munmap(ps->bounce, ps->bounce_len);
+  ps->bounce = nullptr;
+}
+
 }  // namespace
 
 proto_ep* proto_core_of(EfaEp* ep) { return ep->proto ? ep->proto->pep : nullptr; }
@@ -469,10 +548,13 @@ int proto_ep_enable(EfaEp* ep) {
   auto* ps = new (std::nothrow) ProtoState();
   if (!ps) return -FI_ENOMEM;
   fill_config(&ps->cfg);
-  // Fewer credits where the device's receive queue cannot hold the buffers they need.
-  while (proto_rx_buffers(&ps->cfg) > at.max_rq_wr && ps->cfg.credits > 4) ps->cfg.credits /= 2;
-  const uint32_t nrx = proto_rx_buffers(&ps->cfg);
   const uint32_t nsq = static_cast<uint32_t>(ep->tx_size);
+  // Fewer credits where the device's receive queue cannot hold the first table's buffers.
+  while (proto_rx_buffers(&ps->cfg) > at.max_rq_wr && ps->cfg.credits > 4) ps->cfg.credits /= 2;
+  ps->peer_limit = peer_limit_of(at, ps->cfg, nsq);
+  ps->cfg.max_peers = std::min(ps->cfg.max_peers, ps->peer_limit);
+  // Receive queue entries for the buffers of every peer the table may grow to.
+  const uint32_t nrx = proto_grow_rx_limit(&ps->cfg, ps->peer_limit);
   int rc = 0;
   auto fail = [&](int err) {
     if (ep->qp) dom->dev->destroy_qp(ep->qp);
@@ -480,11 +562,11 @@ int proto_ep_enable(EfaEp* ep) {
     if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
     if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
     release_device_maps(ep, ps);
-    std::free(ps->bounce);
+    unmap_bounce(ps);
     delete ps;
     return err < 0 && err > -256 ? to_fi_err(err) : err;
   };
-  if (nrx > at.max_rq_wr) {
+  if (ps->peer_limit == 0) {
     EFA_WARN(kEpCtrl, "the device's receive queue (%u) holds too few buffers for the protocol",
              at.max_rq_wr);
     return fail(-FI_EINVAL);
@@ -526,10 +608,14 @@ int proto_ep_enable(EfaEp* ep) {
   d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
            ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
-  const size_t bounce_len = proto_bounce_size(&ps->cfg, &d);
-  ps->bounce = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len + 4095) / 4096 * 4096));
-  if (!ps->bounce) return fail(-FI_ENOMEM);
-  memset(ps->bounce, 0, bounce_len);
+  // Room for the receive buffers of every peer the table may grow to, then the transmit
+  // buffers; pages are committed as buffers are first written, and only present peers' are posted.
+  const size_t bounce_len = proto_grow_bounce_size(&ps->cfg, &d, ps->peer_limit);
+  void* bounce = mmap(nullptr, bounce_len, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (bounce == MAP_FAILED) return fail(-FI_ENOMEM);
+  ps->bounce = static_cast<uint8_t*>(bounce);
+  ps->bounce_len = bounce_len;
   backend::MrInitAttr ma;
   ma.addr = ps->bounce;
   ma.length = bounce_len;
@@ -546,6 +632,7 @@ int proto_ep_enable(EfaEp* ep) {
     mem = ps->mem.data();
   }
   rc = proto_ep_init(ps->pep, &ps->cfg, &d, mem, mem_len, ps->bounce, ps->bounce_mr->lkey());
+  if (rc == 0) rc = proto_grow_reserve(ps->pep, ps->peer_limit);
   if (rc) {
     EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, sq.num_entries,
              rq.num_entries, cqa.num_entries);
@@ -586,7 +673,7 @@ void proto_ep_close(EfaEp* ep) {
   if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
   if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
   release_device_maps(ep, ps);
-  std::free(ps->bounce);
+  unmap_bounce(ps);
   delete ps;
   ep->proto = nullptr;
 }

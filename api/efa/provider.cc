@@ -172,6 +172,10 @@ struct ParamDeclarations {
     core::define_param(kProvName, "cq_trace", FI_PARAM_STRING,
                        "File recording every completion the provider polls, in backend-independent "
                        "fields, read when the process starts (default: none)");
+    core::define_param(kProvName, "max_peers", FI_PARAM_INT,
+                       "Most peers one endpoint of the efa fabric exchanges messages with; its "
+                       "peer table grows to this on demand, lowered to what the device's receive "
+                       "queue and CQ hold (default: 1024)");
   }
 };
 

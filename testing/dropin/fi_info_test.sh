@@ -40,6 +40,7 @@ env_list=$(FI_EFA_BACKEND=emu debian_tool timeout 30 fi_info -e) || fail "fi_inf
 grep -qx '# FI_EFA_BACKEND: String' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_BACKEND: $env_list"
 grep -qE '^FI_EFA_BACKEND= *emu *$' <<<"$env_list" || fail "fi_info -e shows no value for FI_EFA_BACKEND"
 grep -qx '# FI_EFA_CQ_TRACE: String' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_CQ_TRACE"
+grep -qx '# FI_EFA_MAX_PEERS: Integer' <<<"$env_list" || fail "fi_info -e lacks FI_EFA_MAX_PEERS"
 grep -qx '# FI_PROVIDER: String' <<<"$env_list" || fail "fi_info -e lacks FI_PROVIDER"
 # The backend's own variables too, declared by the provider from what the backend registers.
 emu_list=$(FI_EFA_EMU_PROFILE=gen2 debian_tool timeout 30 fi_info -e) || fail "fi_info -e failed"

@@ -5,8 +5,9 @@ check_pingpong() {
   grep -q '^allreduce 3$' "$1" || fail "$1: no allreduce result"
   [ "$(grep -c '^size .* one-way' "$1")" -eq 7 ] || fail "$1: not every size was exchanged"
 }
-check_matching() {
-  grep -q '^matching: all checks passed on 3 ranks$' "$1" || fail "$1: matching checks did not pass"
+check_matching() {  # FILE [NP, default 3]
+  grep -q "^matching: all checks passed on ${2:-3} ranks\$" "$1" ||
+    fail "$1: matching checks did not pass"
 }
 check_onesided() {
   grep -q '^onesided: all checks passed$' "$1" || fail "$1: one-sided checks did not pass"

@@ -4,7 +4,7 @@
 # FI_MR_LOCAL, FI_COMPLETION as default flags, an FI_AV_MAP, API 1.5). Two ranks exchange sizes
 # from 8 bytes to 2 MiB over the protocol fabric "efa" on the emulated EFA, each message checked,
 # and reduce; three ranks run MPI's matching (probes, matched probes, reversed windows,
-# truncation, collectives) with packets lost and reordered. The cm PML admits only an MTL, so
+# truncation, collectives) with packets lost and reordered, and again on 18 ranks. The cm PML admits only an MTL, so
 # the ranks cannot fall back to Open MPI's own shared-memory transport. One-sided communication
 # runs on osc rdma over the ofi BTL (RMA and atomics, FI_DELIVERY_COMPLETE). Then the same
 # programs run through Open MPI's UCX layers on the UCT transport srd.
@@ -47,6 +47,10 @@ check_pingpong "$work/pingpong"
 # MPI's matching on three ranks, with packets lost and reordered under it.
 run matching 3 mpi_matching "FI_EFA_EMU_FAULTS=drop=0.05;reorder=0.2"
 check_matching "$work/matching"
+# The same on 18 ranks: every rank's AV holds more peers than an endpoint's first peer table, so
+# the tables grow (rank 0 takes messages from all 17 others).
+run matching_wide 18 mpi_matching FI_EFA_EMU_FAULTS=
+check_matching "$work/matching_wide" 18
 # One-sided communication through Open MPI's osc rdma on its ofi BTL: RMA and atomics with local
 # buffers it registers itself but does not declare (no FI_MR_LOCAL), FI_DELIVERY_COMPLETE.
 run onesided 2 mpi_onesided FI_EFA_EMU_FAULTS= -- --mca btl self,ofi --mca osc rdma \
