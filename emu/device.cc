@@ -65,7 +65,11 @@ int DeviceImpl::init() {
   rc = fabric_->attach(gid_, this);
   if (rc != 0) return rc;
   attached_ = true;
-  if (opt_.engine_thread) thread_ = std::thread([this] { engine_loop(); });
+  if (opt_.engine_thread) {
+    // The engine thread takes over from callers that stop, and tells the fabric when it stops.
+    fabric_->poll_rx_handed_over(gid_);
+    thread_ = std::thread([this] { engine_loop(); });
+  }
   return 0;
 }
 

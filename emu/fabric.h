@@ -254,6 +254,10 @@ class Fabric {
   // The device of `gid` stops polling its wire for a while (its engine goes to sleep): a fabric
   // with a receive thread that parks while polls come in hands packets to the sink from now on.
   virtual void poll_rx_stop(const Gid& gid) { (void)gid; }
+  // The device of `gid` has a thread of its own that drives it whenever its callers stop, and
+  // that says poll_rx_stop before it stops too: a receive thread need not wake on its own to see
+  // whether the polls went on.
+  virtual void poll_rx_handed_over(const Gid& gid) { (void)gid; }
   // True when send() has finished reading the payload by the time it returns, so a payload may
   // point at memory that is only guaranteed to live until then.
   virtual bool copies_on_send() const { return false; }

@@ -114,6 +114,7 @@ class ShmFabric : public Fabric {
   bool rx_quiet(const Gid& gid, uint64_t now_ns) override;
   // Wakes the parked receive thread of `gid`, which drains the mailbox from then on.
   void poll_rx_stop(const Gid& gid) override;
+  void poll_rx_handed_over(const Gid& gid) override;
   bool copies_on_send() const override { return true; }
   bool peer_memory() const override { return opt_.peer_memory; }
   int copy_peer(const PeerRef& from, uint64_t addr, void* local, size_t len) override;
