@@ -26,6 +26,15 @@ constexpr uint64_t kSlackNs = 1000;       // most a reading may differ from CLOC
 // CLOCK_MONOTONIC read through the kernel.
 uint64_t monotonic_ns();
 
+// Whether `then`, another thread's or process's reading, lies within `window_ns` before `now`.
+// Readings disagree by up to 2 * kSlackNs, and a stamp loaded just before `now` was read may
+// still be a little newer than it (the clock read does not wait for the load), so one that far
+// after `now` counts as now. Load the stamp first: loaded after the clock read, the stamp of a
+// thread that keeps stamping is usually newer, and that thread would never look recent.
+inline bool within(uint64_t now, uint64_t then, uint64_t window_ns) {
+  return then > now ? then - now <= 2 * kSlackNs : now - then < window_ns;
+}
+
 // True when mono_ns() reads the TSC.
 bool uses_tsc();
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -51,6 +53,36 @@ TEST(Clock, NeverRunsBackwardsOnAnyThread) {
 
 // The kernel's view of the TSC (its cpuinfo flags for an invariant one) decides which clock this is:
 // a regression to the kernel's clock would pass the tests above and lose what the TSC saves.
+// Another thread's stamp counts as recent within the window, and also when it reads up to the
+// readings' disagreement ahead of now (a thread stamping continuously is often ahead).
+TEST(Clock, WithinToleratesAStampAheadByTheSlack) {
+  const uint64_t now = 1000000000;
+  EXPECT_TRUE(within(now, now, 200000));
+  EXPECT_TRUE(within(now, now - 199999, 200000));
+  EXPECT_FALSE(within(now, now - 200000, 200000));
+  EXPECT_TRUE(within(now, now + 1, 200000));
+  EXPECT_TRUE(within(now, now + 2 * kSlackNs, 200000));
+  EXPECT_FALSE(within(now, now + 2 * kSlackNs + 1, 200000));
+  // Stamps from another thread that keeps stamping: each is recent to a reader here.
+  std::atomic<uint64_t> stamp{mono_ns()};
+  std::atomic<bool> stop{false};
+  std::thread stamper([&] {
+    while (!stop.load(std::memory_order_relaxed)) stamp.store(mono_ns(), std::memory_order_release);
+  });
+  uint64_t lead = 0;
+  for (int i = 0; i < 100000; ++i) {
+    // The stamp first: it was taken before this reading, so only the clocks' disagreement can
+    // put it ahead.
+    const uint64_t then = stamp.load(std::memory_order_acquire);
+    const uint64_t t = mono_ns();
+    if (then > t) lead = std::max(lead, then - t);
+    ASSERT_TRUE(within(t, then, 1000000000)) << i << ": ahead by " << then - t;
+  }
+  RecordProperty("largest_lead_ns", std::to_string(lead));
+  stop.store(true);
+  stamper.join();
+}
+
 TEST(Clock, ReadsTheTscExactlyWhereItIsInvariant) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;

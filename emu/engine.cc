@@ -352,10 +352,12 @@ void DeviceImpl::engine_loop() {
   uint64_t calls_needed = 0, calls_at_park = 0;
   bool active = true;  // worked since the last idle sleep
   while (!stop_.load(std::memory_order_relaxed)) {
-    uint64_t t = now_ns();
-    uint64_t last = last_caller_ns_.load(std::memory_order_relaxed);
+    // The caller's stamp before the clock: read after it, a stamp of a caller that keeps
+    // calling is often newer than the clock reading.
+    uint64_t last = last_caller_ns_.load(std::memory_order_acquire);
     const uint64_t calls = caller_calls_.load(std::memory_order_relaxed);
-    const bool recent = t >= last && t - last < uint64_t{opt_.park_us} * 1000;
+    uint64_t t = now_ns();
+    const bool recent = clock::within(t, last, uint64_t{opt_.park_us} * 1000);
     // Packets wait for a caller that is not calling now (preempted, on a loaded machine): this
     // thread serves them rather than leave the peer waiting for the caller's next time slice.
     const bool gap_with_work = timed_out && !recent &&

@@ -107,13 +107,15 @@ void ShmFabric::receive_loop(Local* lp) {
   bool timed_out = false;  // the last park ended by its timeout
   uint64_t polls_at_park = 0, polls_needed = 0;
   while (!lp->stop.load(std::memory_order_relaxed)) {
-    uint64_t now = now_ns();
-    uint64_t polled = lp->last_poll_ns.load(std::memory_order_relaxed);
+    // The poll stamp before the clock: read after it, the stamp of a poller that keeps polling
+    // is often newer than the clock reading, and the poller would never look recent.
+    uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
     const uint64_t polls = lp->polls.load(std::memory_order_relaxed);
+    uint64_t now = now_ns();
     const uint64_t park_max_ns = lp->handed_over.load(std::memory_order_relaxed)
                                      ? std::max(own_park_max_ns, kHandedOverParkMaxNs)
                                      : own_park_max_ns;
-    const bool recent = polled != 0 && now >= polled && now - polled < park_ns;
+    const bool recent = polled != 0 && clock::within(now, polled, park_ns);
     const bool waiting = box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire);
     const bool renew = timed_out && polled != 0 && polls - polls_at_park >= polls_needed && !(waiting && !recent);
     if (recent || renew) {

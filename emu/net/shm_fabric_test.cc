@@ -463,6 +463,67 @@ TEST(ShmFabric, ARarePollerDoesNotKeepTheReceiveThreadParked) {
   b->detach(gid_of(42));  // its receive thread is done with the sink before the sink goes
 }
 
+// Polls for `ms`, in bursts of `burst_us` with gaps of `gap_us` (0: none) between them.
+void poll_for(ShmFabric* f, const Gid& gid, int ms, int burst_us, int gap_us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    const auto burst_end = std::chrono::steady_clock::now() + std::chrono::microseconds(burst_us);
+    while (std::chrono::steady_clock::now() < burst_end) f->poll_rx(gid, 64);
+    if (gap_us) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+  }
+}
+
+// A poller that pauses for longer than park_us between bursts (as one preempted on a loaded
+// machine does), but polls far more often than once per park_us on average, keeps the receive
+// thread parked: it neither takes over nor sleeps (where senders would have to wake it).
+TEST(ShmFabric, ABurstyPollerKeepsTheReceiveThreadParked) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("bursty");
+  o.park_us = 200;
+  o.park_max_us = 4000;
+  TestSink sa, sb;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 61, &sa, &b, 62, &sb));
+  b->poll_rx(gid_of(62), 64);
+  std::this_thread::sleep_for(std::chrono::microseconds(50));  // the receive thread parks
+  const uint64_t sleeps = b->stats().rx_sleeps;
+  poll_for(b.get(), gid_of(62), 300, 1000, 1000);
+  EXPECT_LE(b->stats().rx_sleeps - sleeps, 3u);
+  // Polls stop: packets reach the sink without them.
+  ASSERT_EQ(a->send(gid_of(62), make_packet(gid_of(61), 1, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  b->detach(gid_of(62));
+}
+
+// Where the device's engine thread takes over from stopped pollers and says so when it stops
+// (poll_rx_handed_over), the receive thread's parks grow far beyond park_max_us while polls go
+// on: fewer wakeups of its own. poll_rx_stop still ends the park at once.
+TEST(ShmFabric, AHandedOverReceiveThreadParksLonger) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("handed");
+  o.park_us = 200;
+  o.park_max_us = 4000;
+  TestSink sa, sb, sc;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 71, &sa, &b, 72, &sb));
+  ASSERT_EQ(b->attach(gid_of(73), &sc), 0);
+  b->poll_rx_handed_over(gid_of(73));
+  // One poller at a time, so that the fabric's count of parks is that receive thread's.
+  uint64_t before = b->stats().rx_parks;
+  poll_for(b.get(), gid_of(72), 300, 300000, 0);
+  const uint64_t own = b->stats().rx_parks - before;
+  before = b->stats().rx_parks;
+  poll_for(b.get(), gid_of(73), 300, 300000, 0);
+  const uint64_t handed = b->stats().rx_parks - before;
+  // 300 ms of parks doubling from 200 us up to 4 ms: about 80; up to 256 ms: about 11.
+  EXPECT_GT(own, 30u) << b->stats().rx_sleeps << " " << b->stats().rx_park_stops;
+  EXPECT_LT(handed, own / 2) << handed << " " << own;
+  b->poll_rx_stop(gid_of(73));
+  // The handed-over thread, parked for long, still hands packets on once told.
+  ASSERT_EQ(a->send(gid_of(73), make_packet(gid_of(71), 1, 64)), 0);
+  ASSERT_EQ(sc.wait_for(1, 10000), 1u);
+  b->detach(gid_of(73));
+  b->detach(gid_of(72));
+}
+
 // A receive thread that sleeps between packets is woken by each, whether its producers publish
 // with release stores (the consumer fences them before it sleeps: ShmFences) or with seq_cst
 // ones: every packet arrives well before the sleep's own 100 ms timeout would end it.
