@@ -583,6 +583,106 @@ TEST_F(ProtoExport, APeerInsertedAfterTheExportIsReachableWithoutAnotherExport) 
   EXPECT_EQ(fi_close(&cq2->fid), 0);
 }
 
+// Peers inserted after the export beyond the core's first peer table (16): the table grows in
+// memory the XPU context maps, and device code sends to and receives from every one of them.
+TEST_F(ProtoExport, ThePeerTableGrowsPastItsFirstSixteenForDeviceCode) {
+  constexpr int kPeers = 20;  // with the host peer and the XPU endpoint itself: 22 AV entries
+  fid_cq* cq2 = nullptr;
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq2, nullptr), 0);
+  std::vector<fid_ep*> eps(kPeers, nullptr);
+  std::vector<fi_addr_t> addrs(kPeers, FI_ADDR_NOTAVAIL);
+  std::vector<efa_xpu_peer> peers(kPeers);
+  for (int i = 0; i < kPeers; ++i) {
+    ASSERT_EQ(fi_endpoint(domain_, info_, &eps[i], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(eps[i], &av_->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(eps[i], &cq2->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(eps[i]), 0);
+    insert(&eps[i]->fid, &addrs[i]);
+    size_t len = sizeof(peers[i]);
+    ASSERT_EQ(fi_av_lookup2(av_, addrs[i], &peers[i], &len, FI_XPU, ctx_), 0);
+  }
+  Mr& dbuf = reg(kPeers * 128);
+  Mr& hbuf = reg(kPeers * 128);
+  auto read_cq2 = [&](size_t want) {
+    std::vector<fi_cq_tagged_entry> got;
+    fi_cq_tagged_entry e[8];
+    for (long spins = 0; got.size() < want && spins < 200000000; ++spins) {
+      const ssize_t k = fi_cq_read(cq2, e, 8);
+      if (k > 0) got.insert(got.end(), e, e + k);
+      else if (k != -FI_EAGAIN) break;
+    }
+    return got;
+  };
+  // Device code to every new peer: each receives its own tag and bytes.
+  for (int i = 0; i < kPeers; ++i) {
+    fill(dbuf.data() + i * 128, 100, 50 + i);
+    ASSERT_EQ(fi_trecv(eps[i], hbuf.data() + i * 128, 128, fi_mr_desc(hbuf.mr), FI_ADDR_UNSPEC,
+                       0x500 + i, 0, ctx_of(i)),
+              0);
+  }
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (int i = 0; i < kPeers; ++i)
+                       EXPECT_EQ(fi_xpu_tsend(&dxep_, dbuf.data() + i * 128, 100, &dbuf.desc, 0,
+                                              &peers[i], 0x500 + i, ctx_of(100 + i), 0,
+                                              FI_XPU_WORK_ITEM),
+                                 0) << i;
+                   }),
+            0);
+  int err = 0;
+  EXPECT_EQ(device_take(FI_XPU_WORK_ITEM, kPeers, &err).size(), static_cast<size_t>(kPeers));
+  EXPECT_EQ(err, 0);
+  std::vector<fi_cq_tagged_entry> got = read_cq2(kPeers);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kPeers));
+  for (const fi_cq_tagged_entry& e : got) {
+    const uint32_t i = ctx_index(e.op_context);
+    ASSERT_LT(i, static_cast<uint32_t>(kPeers));
+    EXPECT_EQ(e.tag, 0x500u + i);
+    EXPECT_TRUE(has_pattern(hbuf.data() + i * 128, 100, 50 + i)) << i;
+  }
+  // Every new peer to device code: the receives name each sender, resolved to its AV index.
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (int i = 0; i < kPeers; ++i)
+                       EXPECT_EQ(fi_xpu_trecv(&dxep_, dbuf.data() + i * 128, 128, &dbuf.desc,
+                                              &peers[i], 0x600 + i, 0, ctx_of(200 + i), 0,
+                                              FI_XPU_WORK_ITEM),
+                                 0) << i;
+                   }),
+            0);
+  for (int i = 0; i < kPeers; ++i) {
+    fill(hbuf.data() + i * 128, 64, 80 + i);
+    ASSERT_EQ(fi_tsend(eps[i], hbuf.data() + i * 128, 64, fi_mr_desc(hbuf.mr), x_addr_, 0x600 + i,
+                       ctx_of(300 + i)),
+              0);
+  }
+  std::vector<fi_cq_tagged_entry> de(kPeers);
+  std::vector<fi_addr_t> src(kPeers, FI_ADDR_NOTAVAIL);
+  std::atomic<int64_t> n{0};
+  ASSERT_EQ(launch(one_group(FI_XPU_WORK_ITEM),
+                   [&](const WorkItem&) {
+                     for (long spins = 0; n < kPeers && spins < 20000000; ++spins) {
+                       const int64_t k = fi_xpu_cq_readfrom(&dxcq_, &de[n], 1, &src[n], FI_XPU_WORK_ITEM);
+                       if (k == -FI_EAGAIN) continue;
+                       if (k != 1) break;
+                       ++n;
+                     }
+                   }),
+            0);
+  ASSERT_EQ(n.load(), kPeers);
+  for (int k = 0; k < kPeers; ++k) {
+    const uint32_t i = ctx_index(de[k].op_context) - 200;
+    ASSERT_LT(i, static_cast<uint32_t>(kPeers));
+    EXPECT_EQ(src[k], addrs[i]) << i;
+    EXPECT_TRUE(has_pattern(dbuf.data() + i * 128, 64, 80 + i)) << i;
+  }
+  EXPECT_EQ(read_cq2(kPeers).size(), static_cast<size_t>(kPeers));
+  for (fid_ep* ep : eps) EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&cq2->fid), 0);
+}
+
 // Fetching adds from every work-item of every scope on one host word, a compare-and-swap race
 // and a plain atomic: executed by the host peer's core, completed through the XPU CQ.
 TEST_F(ProtoExport, AtomicsFromEveryScopeOnTheHostPeer) {
