@@ -11,7 +11,6 @@
 // domain's progress. A domain opened with FI_THREAD_DOMAIN is the application's to serialize:
 // its host calls take no lock of their own (the device's lock stays).
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,11 +21,12 @@
 #include <utility>
 #include <vector>
 
+#include "api/core/param.h"
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
-#include "api/core/param.h"
 #include "api/proto/grow.h"
+#include "api/proto/grow_bounce.h"
 #include "api/proto/proto.h"
 
 namespace xpufab::efa {
@@ -63,9 +63,8 @@ struct ProtoState {
   std::mutex lock;
   bool host_serialized = false;  // FI_THREAD_DOMAIN: the application serializes every call
   backend::Cq* bcq = nullptr;  // the QP's one CQ, polled by the core alone
-  backend::Mr* bounce_mr = nullptr;
-  uint8_t* bounce = nullptr;  // mmap, bounce_len bytes: committed as buffers are first used
-  size_t bounce_len = 0;
+  // The packets' buffers for up to peer_limit peers, registered as the table grows.
+  proto::GrowBounce bounce;
   std::vector<uint64_t> mem;  // the core's pools
   // The core's peer table grows on demand up to this many peers; a host endpoint keeps each
   // grown table here (an XPU endpoint's are mapped blocks in xmem).
@@ -178,15 +177,32 @@ void* peer_table_memory(EfaEp* ep, ProtoState* ps, size_t len) {
   return ps->peer_tables.back().data();
 }
 
-// A full peer table twice as large (and its new entries' receive buffers posted), up to the
-// limit (lock held): 0, or -FI_ENOSPC at the limit.
+// Registers the receive buffers of a table of n peers (and maps those new since a table of
+// `had` for device code): their lkey in *lkey.
+int register_rx(EfaEp* ep, ProtoState* ps, uint32_t had, uint32_t n, uint32_t* lkey) {
+  if (ep->is_xpu()) {
+    const size_t from = had ? ps->bounce.rx_bytes(had) : 0;
+    const int rc = map_for_device(ep, ps, ps->bounce.base() + from, ps->bounce.rx_bytes(n) - from,
+                                  FI_XPU_IMPORT_DEVICEMAP);
+    if (rc) return rc;
+  }
+  const int rc = ps->bounce.register_rx(n, lkey);
+  return rc < 0 && rc > -256 ? to_fi_err(rc) : rc;
+}
+
+// A full peer table twice as large (and its new entries' receive buffers registered and
+// posted), up to the limit (lock held): 0, or -FI_ENOSPC at the limit.
 int grow_peers(EfaEp* ep, ProtoState* ps) {
-  const uint32_t n = std::min(ps->peer_limit, ps->pep->cfg.max_peers * 2);
-  if (n <= ps->pep->cfg.max_peers) return -FI_ENOSPC;
+  const uint32_t had = ps->pep->cfg.max_peers;
+  const uint32_t n = std::min(ps->peer_limit, had * 2);
+  if (n <= had) return -FI_ENOSPC;
   const size_t len = proto_grow_mem_size(&ps->pep->cfg, n);
   void* mem = peer_table_memory(ep, ps, len);
   if (!mem) return -FI_ENOMEM;
-  const int rc = proto_grow_peers(ps->pep, n, mem, len);
+  uint32_t lkey = 0;
+  int rc = register_rx(ep, ps, had, n, &lkey);
+  if (rc) return rc;
+  rc = proto_grow_peers(ps->pep, n, mem, len, lkey);
   if (rc) return rc;
   ps->waiting.resize(n);
   return 0;
@@ -475,15 +491,17 @@ int map_for_device(EfaEp* ep, ProtoState* ps, void* host, size_t len, uint64_t f
 }
 
 // An XPU endpoint's core where device code reaches it: proto_ep and its pools in one block from
-// the XPU context, and the bounce buffers and the QP's rings and doorbells mapped.
+// the XPU context, the transmit buffers (the receive buffers are mapped as they are registered),
+// and the QP's rings and doorbells.
 int map_core_for_device(EfaEp* ep, ProtoState* ps, const backend::WqAttr& sq,
-                        const backend::WqAttr& rq, const backend::CqAttr& cqa, size_t bounce_len,
-                        size_t mem_len, void** mem) {
+                        const backend::WqAttr& rq, const backend::CqAttr& cqa, size_t mem_len,
+                        void** mem) {
   const uint64_t dm = FI_XPU_IMPORT_DEVICEMAP, io = FI_XPU_IMPORT_IOMEMORY | dm;
   const size_t head = (sizeof(proto_ep) + 63) / 64 * 64;
   void* block = nullptr;
   int rc = map_for_device(ep, ps, nullptr, head + mem_len, dm, &block);
-  if (rc == 0) rc = map_for_device(ep, ps, ps->bounce, bounce_len, dm);
+  const proto::GrowBounce& b = ps->bounce;
+  if (rc == 0) rc = map_for_device(ep, ps, b.base() + b.tx_offset(), b.size() - b.tx_offset(), dm);
   if (rc == 0) rc = map_for_device(ep, ps, sq.buffer, size_t{sq.entry_size} * sq.num_entries, io);
   if (rc == 0) rc = map_for_device(ep, ps, sq.doorbell, 4, io);
   if (rc == 0) rc = map_for_device(ep, ps, rq.buffer, size_t{rq.entry_size} * rq.num_entries, dm);
@@ -515,9 +533,13 @@ uint32_t peer_limit_of(const backend::DeviceAttr& at, const proto_config& cfg, u
   return limit;
 }
 
-void unmap_bounce(ProtoState* ps) {
-  if (ps->bounce) munmap(ps->bounce, ps->bounce_len);
-  ps->bounce = nullptr;
+// Releases what was set up of the endpoint's state (its QP is gone): the CQ, the XPU
+// context's maps, the bounce region.
+void release_state(EfaEp* ep, ProtoState* ps) {
+  if (ps->bcq) ep->dom->dev->destroy_cq(ps->bcq);
+  ps->bcq = nullptr;
+  release_device_maps(ep, ps);
+  ps->bounce.release();
 }
 
 }  // namespace
@@ -559,10 +581,7 @@ int proto_ep_enable(EfaEp* ep) {
   auto fail = [&](int err) {
     if (ep->qp) dom->dev->destroy_qp(ep->qp);
     ep->qp = nullptr;
-    if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
-    if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
-    release_device_maps(ep, ps);
-    unmap_bounce(ps);
+    release_state(ep, ps);
     delete ps;
     return err < 0 && err > -256 ? to_fi_err(err) : err;
   };
@@ -608,31 +627,22 @@ int proto_ep_enable(EfaEp* ep) {
   d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
            ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
-  // Room for the receive buffers of every peer the table may grow to, then the transmit
-  // buffers; pages are committed as buffers are first written, and only present peers' are posted.
-  const size_t bounce_len = proto_grow_bounce_size(&ps->cfg, &d, ps->peer_limit);
-  void* bounce = mmap(nullptr, bounce_len, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (bounce == MAP_FAILED) return fail(-FI_ENOMEM);
-  ps->bounce = static_cast<uint8_t*>(bounce);
-  ps->bounce_len = bounce_len;
-  backend::MrInitAttr ma;
-  ma.addr = ps->bounce;
-  ma.length = bounce_len;
-  ma.access = backend::kAccessLocalWrite;
-  rc = dom->dev->reg_mr(dom->pd, ma, &ps->bounce_mr);
+  rc = ps->bounce.init(dom->dev, dom->pd, ps->cfg, d, ps->peer_limit);
   if (rc) return fail(rc);
   const size_t mem_len = proto_ep_mem_size(&ps->cfg, &d);
   void* mem = nullptr;
   if (ep->is_xpu()) {
-    rc = map_core_for_device(ep, ps, sq, rq, cqa, bounce_len, mem_len, &mem);
+    rc = map_core_for_device(ep, ps, sq, rq, cqa, mem_len, &mem);
     if (rc) return fail(rc);
   } else {
     ps->mem.assign(mem_len / 8 + 1, 0);
     mem = ps->mem.data();
   }
-  rc = proto_ep_init(ps->pep, &ps->cfg, &d, mem, mem_len, ps->bounce, ps->bounce_mr->lkey());
-  if (rc == 0) rc = proto_grow_reserve(ps->pep, ps->peer_limit);
+  uint32_t rx_lkey = 0;
+  rc = register_rx(ep, ps, 0, ps->cfg.max_peers, &rx_lkey);
+  if (rc) return fail(rc);
+  rc = proto_ep_init(ps->pep, &ps->cfg, &d, mem, mem_len, ps->bounce.base(), rx_lkey);
+  if (rc == 0) rc = proto_grow_reserve(ps->pep, ps->peer_limit, ps->bounce.tx_lkey());
   if (rc) {
     EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, sq.num_entries,
              rq.num_entries, cqa.num_entries);
@@ -670,10 +680,7 @@ void proto_ep_close(EfaEp* ep) {
     if (rc) EFA_WARN(kEpCtrl, "destroy_qp: %d", rc);
     ep->qp = nullptr;
   }
-  if (ps->bounce_mr) dom->dev->dereg_mr(ps->bounce_mr);
-  if (ps->bcq) dom->dev->destroy_cq(ps->bcq);
-  release_device_maps(ep, ps);
-  unmap_bounce(ps);
+  release_state(ep, ps);
   delete ps;
   ep->proto = nullptr;
 }

@@ -114,7 +114,7 @@ XPU_FUNC int proto_rx_post(struct proto_ep *ep, uint32_t i) {
   struct efa_dp_sge s;
   s.addr = (uint64_t)(uintptr_t)proto_rxbuf(ep, i);
   s.length = ep->buf_size;
-  s.lkey = ep->bounce_lkey;
+  s.lkey = ep->rx_lkey;
   return efa_rq_post(&ep->rq, &s, 1, i);
 }
 
@@ -157,6 +157,7 @@ XPU_FUNC int proto_ep_init(struct proto_ep *ep, const struct proto_config *c, co
   ep->nrx = proto_rx_buffers(c);
   ep->bounce = (uint8_t *)bounce;
   ep->bounce_lkey = bounce_lkey;
+  ep->rx_lkey = bounce_lkey;
   for (uint32_t i = 0; i < c->max_peers; ++i) {
     memset(&ep->peers[i], 0, sizeof(ep->peers[i]));
     ep->peers[i].held = ep->held_pool + (size_t)i * c->credits;

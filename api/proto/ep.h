@@ -334,7 +334,7 @@ struct proto_ep {
   uint32_t buf_size;    /* bytes per bounce buffer */
   uint32_t nrx;
   uint8_t *bounce; /* nrx receive buffers, then ntx transmit buffers */
-  uint32_t bounce_lkey;
+  uint32_t bounce_lkey; /* the transmit buffers' registration (and the receive buffers', rx_lkey) */
   struct proto_peer *peers;
   uint32_t *held_pool;
   struct proto_op *ops;
@@ -364,7 +364,7 @@ struct proto_ep {
   struct proto_match_entry *tm_pool;
   struct proto_match_entry *um_pool;
   uint32_t credit_due; /* a CREDIT packet could not go out: progress tries the peers again */
-  uint32_t reserved4;
+  uint32_t rx_lkey;    /* the receive buffers' registration: bounce_lkey, unless grow.h sets it */
   /* A multi-receive buffer with less space left than this is released (FI_OPT_MIN_MULTI_RECV). */
   uint64_t min_multi_recv;
 };

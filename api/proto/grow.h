@@ -8,15 +8,23 @@
  * Set-up differs from proto.h's in three places:
  *   the QP's receive queue needs proto_grow_rx_limit(&cfg, limit) entries;
  *   the bounce region is proto_grow_bounce_size(&cfg, &dev, limit) bytes:
- *   receive buffers for the limit, then the transmit buffers. Only the buffers
- *   of peers present are posted, so a region whose pages are committed when
- *   first touched (anonymous mmap) costs what the peers present use;
- *   proto_grow_reserve(&ep, limit) right after proto_ep_init, before anything
- *   is sent.
+ *   receive buffers for the limit, then the transmit buffers (from
+ *   proto_grow_tx_offset). Only the buffers of peers present are posted, so a
+ *   region whose pages are committed when first touched (anonymous mmap) costs
+ *   what the peers present use;
+ *   proto_grow_reserve(&ep, limit, tx_lkey) right after proto_ep_init, before
+ *   anything is sent.
  * Then, when proto_peer_add says -FI_ENOSPC:
  *   mem = proto_grow_mem_size(&ep.cfg, n) bytes (8-byte aligned, kept while the
  *   endpoint lives, as is the memory proto_ep_init was given);
- *   proto_grow_peers(&ep, n, mem, len), and proto_peer_add again.
+ *   proto_grow_peers(&ep, n, mem, len, rx_lkey), and proto_peer_add again.
+ * Registrations: register the whole region once and pass its lkey to each
+ * call, or, where registering pins memory, register the transmit buffers
+ * apart (tx_lkey) and only the receive buffers of the peers present: the
+ * first proto_grow_rx_bytes(&cfg, &dev, cfg.max_peers) bytes for
+ * proto_ep_init, the first proto_grow_rx_bytes(&cfg, &dev, n) for each growth
+ * (rx_lkey). Keep every registration while the endpoint lives: buffers posted
+ * under an earlier one stay posted.
  * Peer indices stay as they were. Host code, in the C subset of the core.
  */
 #ifndef XPUFAB_API_PROTO_GROW_H_
@@ -40,6 +48,16 @@ XPU_FUNC size_t proto_grow_bounce_size(const struct proto_config *c, const struc
   return (size_t)(proto_grow_rx_limit(c, limit) + c->ntx) * proto_buf_size(d);
 }
 
+/* Where the transmit buffers start in the bounce region of a table that may grow to `limit`. */
+XPU_FUNC size_t proto_grow_tx_offset(const struct proto_config *c, const struct proto_dev *d, uint32_t limit) {
+  return (size_t)proto_grow_rx_limit(c, limit) * proto_buf_size(d);
+}
+
+/* Bytes at the start of the bounce region that the receive buffers of `n` peers take. */
+XPU_FUNC size_t proto_grow_rx_bytes(const struct proto_config *c, const struct proto_dev *d, uint32_t n) {
+  return (size_t)proto_grow_rx_limit(c, n) * proto_buf_size(d);
+}
+
 /* The pieces of a grown table, carved by the same code that sizes them. */
 XPU_FUNC void proto_grow_layout(struct proto_carve *k, const struct proto_config *c, uint32_t n,
                                 struct proto_peer **peers, uint32_t **held, struct proto_orphan **orphans) {
@@ -59,23 +77,27 @@ XPU_FUNC size_t proto_grow_mem_size(const struct proto_config *c, uint32_t n) {
 
 /*
  * Places the transmit buffers after the receive buffers of `limit` peers, so
- * that later receive buffers never move them. 0; -FI_EINVAL for a limit below
- * the table's size, beyond the receive queue, or once a packet was sent.
+ * that later receive buffers never move them, registered with `tx_lkey`. 0;
+ * -FI_EINVAL for a limit below the table's size, beyond the receive queue, or
+ * once a packet was sent.
  */
-XPU_FUNC int proto_grow_reserve(struct proto_ep *ep, uint32_t limit) {
+XPU_FUNC int proto_grow_reserve(struct proto_ep *ep, uint32_t limit, uint32_t tx_lkey) {
   if (!ep || limit < ep->cfg.max_peers || limit > 0xfffeu) return -FI_EINVAL;
   if (proto_grow_rx_limit(&ep->cfg, limit) > ep->dev.rq.num_entries) return -FI_EINVAL;
   if (ep->tx_free_count != ep->cfg.ntx || ep->txq.count) return -FI_EINVAL;
   ep->nrx = proto_grow_rx_limit(&ep->cfg, limit);
+  ep->bounce_lkey = tx_lkey;
   return 0;
 }
 
 /*
  * Makes the peer table n entries (n > the current size, within the reserved
- * limit) in `mem`, and posts the new entries' receive buffers. 0; -FI_ENOSPC
- * beyond the limit; -FI_EINVAL for memory too short; a post's error.
+ * limit) in `mem`, and posts the new entries' receive buffers under `rx_lkey`
+ * (which covers the first proto_grow_rx_bytes(cfg, dev, n) bytes of the
+ * region; buffers reposted later take it too). 0; -FI_ENOSPC beyond the
+ * limit; -FI_EINVAL for memory too short; a post's error.
  */
-XPU_FUNC int proto_grow_peers(struct proto_ep *ep, uint32_t n, void *mem, size_t mem_len) {
+XPU_FUNC int proto_grow_peers(struct proto_ep *ep, uint32_t n, void *mem, size_t mem_len, uint32_t rx_lkey) {
   if (!ep || !mem || ((uintptr_t)mem & 7u)) return -FI_EINVAL;
   const uint32_t old = ep->cfg.max_peers;
   if (n <= old) return 0;
@@ -104,6 +126,7 @@ XPU_FUNC int proto_grow_peers(struct proto_ep *ep, uint32_t n, void *mem, size_t
   ep->held_pool = held;
   ep->orphans = orphans;
   ep->cfg.max_peers = n;
+  ep->rx_lkey = rx_lkey;
   const uint32_t last = proto_rx_buffers(&ep->cfg);
   for (uint32_t b = first; b < last; ++b) {
     const int rc = proto_rx_post(ep, b);

@@ -196,23 +196,15 @@ int init_rx(SrdIface* iface) {
   const size_t mem = proto_ep_mem_size(&iface->core_cfg, &pd);
   iface->core_mem.assign(mem / 8 + 16, 0);
   // Room for the receive buffers of every peer the table may grow to, committed by the kernel
-  // as they are first written: only the buffers of the peers present are posted.
-  const size_t bounce = proto_grow_bounce_size(&iface->core_cfg, &pd, iface->peer_limit);
-  void* m = mmap(nullptr, bounce, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return -ENOMEM;
-  iface->core_bounce = static_cast<uint8_t*>(m);
-  iface->core_bounce_len = bounce;
-  auto* b = iface->core_bounce;
-  backend::MrInitAttr ma;
-  ma.addr = b;
-  ma.length = bounce;
-  ma.access = backend::kAccessLocalWrite;
-  rc = iface->dev->dev->reg_mr(iface->dev->pd, ma, &iface->core_mr);
+  // as they are first written: only the buffers of the peers present are posted and registered.
+  rc = iface->core_bounce.init(iface->dev->dev.get(), iface->dev->pd, iface->core_cfg, pd, iface->peer_limit);
+  uint32_t rx_lkey = 0;
+  if (rc == 0) rc = iface->core_bounce.register_rx(iface->core_cfg.max_peers, &rx_lkey);
   if (rc) return rc;
   iface->core = new proto_ep();
-  rc = proto_ep_init(iface->core, &iface->core_cfg, &pd, iface->core_mem.data(), iface->core_mem.size() * 8, b,
-                     iface->core_mr->lkey());
-  if (rc == 0) rc = proto_grow_reserve(iface->core, iface->peer_limit);
+  rc = proto_ep_init(iface->core, &iface->core_cfg, &pd, iface->core_mem.data(), iface->core_mem.size() * 8,
+                     iface->core_bounce.base(), rx_lkey);
+  if (rc == 0) rc = proto_grow_reserve(iface->core, iface->peer_limit, iface->core_bounce.tx_lkey());
   if (rc) return -EINVAL;
   proto_am_set_handler(iface->core, kUctAmId, on_uct_am, iface);
   proto_am_set_handler(iface->core, kCtlAmId, on_ctl, iface);
@@ -368,7 +360,10 @@ int core_peer_add(SrdIface* iface, uint16_t ahn, uint16_t qpn, uint32_t* idx_p) 
   // Full: twice the entries (and their receive buffers), up to the limit.
   const uint32_t n = std::min(iface->peer_limit, core->cfg.max_peers * 2);
   std::vector<uint64_t> table(proto_grow_mem_size(&core->cfg, n) / 8 + 1);
-  rc = proto_grow_peers(core, n, table.data(), table.size() * 8);
+  uint32_t rx_lkey = 0;
+  rc = iface->core_bounce.register_rx(n, &rx_lkey);
+  if (rc) return rc;
+  rc = proto_grow_peers(core, n, table.data(), table.size() * 8, rx_lkey);
   if (rc) return rc;
   iface->peer_tables.push_back(std::move(table));
   return proto_peer_add(core, ahn, qpn, kQkey, idx_p);
@@ -468,20 +463,17 @@ void core_teardown(SrdIface* iface) {
   iface->epfd = -1;
   if (iface->am_qp) iface->dev->dev->destroy_qp(iface->am_qp);
   if (iface->am_cq) iface->dev->dev->destroy_cq(iface->am_cq);
-  if (iface->core_mr) iface->dev->dev->dereg_mr(iface->core_mr);
-  if (iface->core_bounce) munmap(iface->core_bounce, iface->core_bounce_len);
+  iface->core_bounce.release();
   if (iface->relay) munmap(iface->relay, iface->relay_len);
   iface->relay = nullptr;
   desc_pool_close(iface->descs);
   iface->descs = nullptr;
-  iface->core_bounce = nullptr;
   iface->peer_tables.clear();
   ahs_release(iface);
   delete iface->core;
   iface->core = nullptr;
   iface->am_qp = nullptr;
   iface->am_cq = nullptr;
-  iface->core_mr = nullptr;
 }
 
 unsigned core_progress(SrdIface* iface) {

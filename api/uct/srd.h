@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "api/backend/backend.h"
+#include "api/proto/grow_bounce.h"
 #include "api/proto/match.h"
 #include "api/proto/proto.h"
 #include "api/uct/ucx_compat.h"
@@ -354,11 +355,10 @@ struct SrdIface {
   size_t relay_len = 0;
   uint32_t relay_prod = 0;
   std::vector<uint64_t> core_mem;
-  uint8_t* core_bounce = nullptr;  // mmap: committed as the posted receive buffers are used
-  size_t core_bounce_len = 0;
+  // The core's packet buffers for up to peer_limit peers, registered as its table grows.
+  proto::GrowBounce core_bounce;
   uint32_t peer_limit = 0;  // the core's peer table grows on demand up to this (MAX_PEERS)
   std::vector<std::vector<uint64_t>> peer_tables;  // the tables it grew into
-  backend::Mr* core_mr = nullptr;
   proto_config core_cfg{};
   std::vector<uint8_t> scratch;  // one AM payload, gathered
   size_t rx_headroom = 0;
