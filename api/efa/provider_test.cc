@@ -13,13 +13,14 @@
 #include <gtest/gtest.h>
 
 #include "api/backend/backend.h"
+#include "api/backend/unsupported_device.h"
 #include "api/core/log.h"
 
 namespace xpufab {
 namespace {
 
 // Devices that answer query() only: fi_getinfo opens each device to read its attributes.
-class QueryOnlyDevice : public backend::Device {
+class QueryOnlyDevice : public backend::UnsupportedDevice {
  public:
   explicit QueryOnlyDevice(const std::string& name) : name_(name) {}
   int query(backend::DeviceAttr* attr) const override {
@@ -32,28 +33,6 @@ class QueryOnlyDevice : public backend::Device {
     attr->mtu = 8192;
     return 0;
   }
-  int alloc_pd(backend::Pd**) override { return -EOPNOTSUPP; }
-  int dealloc_pd(backend::Pd*) override { return -EOPNOTSUPP; }
-  int reg_mr(backend::Pd*, const backend::MrInitAttr&, backend::Mr**) override {
-    return -EOPNOTSUPP;
-  }
-  int dereg_mr(backend::Mr*) override { return -EOPNOTSUPP; }
-  int create_cq(const backend::CqInitAttr&, backend::Cq**) override { return -EOPNOTSUPP; }
-  int destroy_cq(backend::Cq*) override { return -EOPNOTSUPP; }
-  int create_qp(const backend::QpInitAttr&, backend::Qp**) override { return -EOPNOTSUPP; }
-  int destroy_qp(backend::Qp*) override { return -EOPNOTSUPP; }
-  int create_ah(backend::Pd*, const uint8_t*, backend::Ah**) override { return -EOPNOTSUPP; }
-  int destroy_ah(backend::Ah*) override { return -EOPNOTSUPP; }
-  int create_comp_cntr(const backend::CompCntrInitAttr&, backend::CompCntr**) override {
-    return -EOPNOTSUPP;
-  }
-  int destroy_comp_cntr(backend::CompCntr*) override { return -EOPNOTSUPP; }
-  int local_address(const backend::Qp*, uint8_t*, uint32_t*, uint32_t*) const override {
-    return -EOPNOTSUPP;
-  }
-  int set_qp_failed(backend::Qp*, int) override { return -EOPNOTSUPP; }
-  void set_event_handler(backend::EventHandler*) override {}
-  int progress(int) override { return 0; }
 
  private:
   std::string name_;

@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 
+#include "api/backend/unsupported_device.h"
+
 namespace xpufab::proto {
 namespace {
 
@@ -25,15 +27,12 @@ class RecordingMr : public backend::Mr {
 };
 
 // A device that only registers memory, and remembers what is registered.
-class RecordingDevice : public backend::Device {
+class RecordingDevice : public backend::UnsupportedDevice {
  public:
   std::map<uint32_t, std::unique_ptr<RecordingMr>> live;
   uint32_t next_key = 100;
   bool refuse = false;
 
-  int query(backend::DeviceAttr*) const override { return -EOPNOTSUPP; }
-  int alloc_pd(backend::Pd**) override { return -EOPNOTSUPP; }
-  int dealloc_pd(backend::Pd*) override { return -EOPNOTSUPP; }
   int reg_mr(backend::Pd*, const backend::MrInitAttr& a, backend::Mr** mr) override {
     if (refuse) return -ENOMEM;
     const uint32_t key = next_key++;
@@ -43,22 +42,6 @@ class RecordingDevice : public backend::Device {
     return 0;
   }
   int dereg_mr(backend::Mr* mr) override { return live.erase(mr->lkey()) ? 0 : -EINVAL; }
-  int create_cq(const backend::CqInitAttr&, backend::Cq**) override { return -EOPNOTSUPP; }
-  int destroy_cq(backend::Cq*) override { return -EOPNOTSUPP; }
-  int create_qp(const backend::QpInitAttr&, backend::Qp**) override { return -EOPNOTSUPP; }
-  int destroy_qp(backend::Qp*) override { return -EOPNOTSUPP; }
-  int create_ah(backend::Pd*, const uint8_t*, backend::Ah**) override { return -EOPNOTSUPP; }
-  int destroy_ah(backend::Ah*) override { return -EOPNOTSUPP; }
-  int create_comp_cntr(const backend::CompCntrInitAttr&, backend::CompCntr**) override {
-    return -EOPNOTSUPP;
-  }
-  int destroy_comp_cntr(backend::CompCntr*) override { return -EOPNOTSUPP; }
-  int local_address(const backend::Qp*, uint8_t*, uint32_t*, uint32_t*) const override {
-    return -EOPNOTSUPP;
-  }
-  int set_qp_failed(backend::Qp*, int) override { return -EOPNOTSUPP; }
-  void set_event_handler(backend::EventHandler*) override {}
-  int progress(int) override { return 0; }
 };
 
 proto_dev device_with_mtu(uint32_t mtu) {
