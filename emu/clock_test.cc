@@ -51,8 +51,6 @@ TEST(Clock, NeverRunsBackwardsOnAnyThread) {
   for (int b : backwards) EXPECT_EQ(b, 0);
 }
 
-// The kernel's view of the TSC (its cpuinfo flags for an invariant one) decides which clock this is:
-// a regression to the kernel's clock would pass the tests above and lose what the TSC saves.
 // Another thread's stamp counts as recent within the window, and also when it reads up to the
 // readings' disagreement ahead of now (a thread stamping continuously is often ahead).
 TEST(Clock, WithinToleratesAStampAheadByTheSlack) {
@@ -83,6 +81,8 @@ TEST(Clock, WithinToleratesAStampAheadByTheSlack) {
   stamper.join();
 }
 
+// The kernel's view of the TSC (its cpuinfo flags for an invariant one) decides which clock this is:
+// a regression to the kernel's clock would pass the tests above and lose what the TSC saves.
 TEST(Clock, ReadsTheTscExactlyWhereItIsInvariant) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
