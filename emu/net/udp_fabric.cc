@@ -15,6 +15,8 @@
 #include <set>
 #include <vector>
 
+#include "emu/clock.h"
+
 namespace xpufab {
 namespace emu {
 namespace net {
@@ -30,7 +32,7 @@ constexpr uint64_t kRxWindow = 1u << 16;  // sequence numbers accepted ahead of 
 
 enum Stat {
   kPktTx, kPktRx, kDgTx, kDgRx, kRetx, kAckTx, kAckRx, kDup, kForeign, kTrunc, kBadMac, kMalformed,
-  kNoSink, kDeadPeers, kInjected, kWindowWaits
+  kNoSink, kDeadPeers, kInjected, kWindowWaits, kPolledDg, kParks
 };
 
 uint64_t now_ns() {
@@ -138,11 +140,16 @@ int UdpFabric::create(const UdpFabricOptions& options, std::shared_ptr<UdpFabric
   return 0;
 }
 
-UdpFabric::UdpFabric(const UdpFabricOptions& o) : opt_(o) {}
+UdpFabric::UdpFabric(const UdpFabricOptions& o) : opt_(o), rx_buf_(65536) {}
 
 UdpFabric::~UdpFabric() {
   stop_.store(true);
   if (stop_fd_ >= 0) kick();
+  {
+    std::lock_guard<std::mutex> lock(park_mu_);
+    park_stop_ = true;
+  }
+  park_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (fd_ >= 0) close(fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
@@ -404,6 +411,96 @@ void UdpFabric::handle_datagram(const uint8_t* d, size_t n, const sockaddr_in& f
   }
 }
 
+int UdpFabric::read_socket(int budget, std::vector<std::pair<Gid, Packet>>* ready) {
+  int n_read = 0;
+  for (; n_read < budget; ++n_read) {
+    sockaddr_in from{};
+    socklen_t fl = sizeof(from);
+    ssize_t n = recvfrom(fd_, rx_buf_.data(), rx_buf_.size(), MSG_DONTWAIT | MSG_TRUNC,
+                         reinterpret_cast<sockaddr*>(&from), &fl);
+    if (n < 0) break;
+    if (static_cast<size_t>(n) > rx_buf_.size() || fl != sizeof(from) || from.sin_family != AF_INET) {
+      st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    handle_datagram(rx_buf_.data(), static_cast<size_t>(n), from, ready);
+  }
+  return n_read;
+}
+
+int UdpFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
+  last_poll_ns_.store(now != 0 ? now : clock::mono_ns(), std::memory_order_release);
+  polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // The receive thread, or another device's pass, is reading: its packets for us come through
+  // the inbox.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  std::vector<std::pair<Gid, Packet>> ready;
+  const int datagrams = read_socket(budget > 0 ? budget : 64, &ready);
+  if (datagrams) {
+    st_[kPolledDg].fetch_add(static_cast<uint64_t>(datagrams), std::memory_order_relaxed);
+    send_acks();
+  }
+  const uint64_t t = now_ns();
+  if (t >= next_timer_ns_) next_timer_ns_ = t + timers(t);
+  lock.unlock();
+  int mine = 0;
+  for (auto& e : ready) {
+    if (out == nullptr || e.first != gid) continue;
+    st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
+    out->push_back(std::move(e.second));
+    e.first = Gid{};  // taken
+    ++mine;
+  }
+  if (static_cast<size_t>(mine) != ready.size()) {
+    ready.erase(std::remove_if(ready.begin(), ready.end(), [](const std::pair<Gid, Packet>& e) {
+                  return e.first == Gid{};
+                }),
+                ready.end());
+    deliver_all(&ready);
+  }
+  return mine;
+}
+
+void UdpFabric::poll_rx_stop(const Gid& gid) {
+  (void)gid;
+  last_poll_ns_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(park_mu_);
+    park_stop_ = true;
+  }
+  park_cv_.notify_all();
+}
+
+bool UdpFabric::park_while_polled() {
+  const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
+  const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
+  // The poll stamp before the clock (clock::within).
+  const uint64_t polled = last_poll_ns_.load(std::memory_order_acquire);
+  const uint64_t polls = polls_.load(std::memory_order_relaxed);
+  const bool recent = polled != 0 && clock::within(clock::mono_ns(), polled, park_ns);
+  const bool renew = park_timed_out_ && polled != 0 && polls - polls_at_park_ >= polls_needed_;
+  if (!recent && !renew) {
+    park_timed_out_ = false;
+    park_wait_ns_ = park_ns;
+    return false;
+  }
+  if (park_timed_out_ && !renew) park_wait_ns_ = park_ns;  // the pollers fell behind: start short
+  if (park_wait_ns_ == 0) park_wait_ns_ = park_ns;
+  polls_at_park_ = polls;
+  polls_needed_ = std::max<uint64_t>(1, park_wait_ns_ / std::max<uint64_t>(park_ns, 1));
+  st_[kParks].fetch_add(1, std::memory_order_relaxed);
+  bool woken;
+  {
+    std::unique_lock<std::mutex> lock(park_mu_);
+    woken = park_cv_.wait_for(lock, std::chrono::nanoseconds(park_wait_ns_), [this] { return park_stop_; });
+    park_stop_ = false;
+  }
+  park_timed_out_ = !woken;
+  park_wait_ns_ = woken ? park_ns : std::min(park_wait_ns_ * 2, park_max_ns);
+  return true;
+}
+
 uint64_t UdpFabric::timers(uint64_t now) {
   uint64_t next = 200ull * 1000000;
   const uint64_t peer_timeout = uint64_t{opt_.peer_timeout_ms} * 1000000;
@@ -456,10 +553,17 @@ void UdpFabric::kick() {
 }
 
 void UdpFabric::rx_loop() {
-  std::vector<uint8_t> buf(65536);
   std::vector<std::pair<Gid, Packet>> ready;
   uint64_t wait_ns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    // Devices that poll the socket themselves read it and send the acks; the timers run here
+    // too, should the polls thin out.
+    if (park_while_polled()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      const uint64_t t = now_ns();
+      if (t >= next_timer_ns_) next_timer_ns_ = t + timers(t);
+      continue;
+    }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     int ms = static_cast<int>(std::max<uint64_t>(wait_ns / 1000000, 1));
     poll(fds, 2, ms);
@@ -469,22 +573,17 @@ void UdpFabric::rx_loop() {
       ssize_t r = read(stop_fd_, &v, sizeof(v));
       (void)r;
     }
+    // A device began polling while this thread waited: the datagram that woke it is the
+    // device's to read, and this thread parks.
+    const uint64_t polled = last_poll_ns_.load(std::memory_order_acquire);
+    if (polled != 0 && clock::within(clock::mono_ns(), polled, uint64_t{opt_.park_us} * 1000)) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (int i = 0; i < 256; ++i) {
-        sockaddr_in from{};
-        socklen_t fl = sizeof(from);
-        ssize_t n = recvfrom(fd_, buf.data(), buf.size(), MSG_DONTWAIT | MSG_TRUNC,
-                             reinterpret_cast<sockaddr*>(&from), &fl);
-        if (n < 0) break;
-        if (static_cast<size_t>(n) > buf.size() || fl != sizeof(from) || from.sin_family != AF_INET) {
-          st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
-          continue;
-        }
-        handle_datagram(buf.data(), static_cast<size_t>(n), from, &ready);
-      }
+      read_socket(256, &ready);
       send_acks();
-      wait_ns = timers(now_ns());
+      const uint64_t t = now_ns();
+      wait_ns = timers(t);
+      next_timer_ns_ = t + wait_ns;
     }
     deliver_all(&ready);
   }
@@ -495,7 +594,7 @@ UdpFabricStats UdpFabric::stats() const {
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.datagrams_tx, &s.datagrams_rx, &s.retransmits,
                      &s.acks_tx, &s.acks_rx, &s.duplicates, &s.dropped_foreign, &s.dropped_truncated,
                      &s.dropped_bad_mac, &s.dropped_malformed, &s.dropped_no_sink, &s.dead_peers,
-                     &s.injected_drops, &s.window_waits};
+                     &s.injected_drops, &s.window_waits, &s.polled_datagrams, &s.rx_parks};
   for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
   return s;
 }

@@ -19,6 +19,12 @@
 // UNREACH_REMOTE for a peer that never answered) from the device's timers. Other peers are
 // unaffected. RNR travels as an ordinary response and the device retries it.
 //
+// Receiving. A device's engine pass reads the socket itself (poll_rx_batch): datagrams for it
+// go straight into the pass, others to their devices' inboxes, and acks and due retransmissions
+// go out at once. Meanwhile the receive thread stays parked instead of waking on every datagram;
+// it takes the socket back when the polls stop (poll_rx_stop, or none for a while), as the shm
+// fabric's receive thread does.
+//
 // Integrity. Every datagram carries a SipHash-2-4 MAC keyed by the fabric key
 // (FI_EFA_EMU_FABRIC_KEY). Datagrams that are foreign (bad magic or version), truncated, fail
 // the MAC, or are malformed are dropped and counted, never delivered.
@@ -28,6 +34,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +60,8 @@ struct UdpFabricOptions {
   uint32_t rto_min_us = 4000;      // first retransmission timeout, doubled per try
   uint32_t rto_max_us = 250000;
   uint32_t peer_timeout_ms = 3000;  // no progress for this long: the peer is dead
+  uint32_t park_us = 200;          // receive thread: stays parked while a device polled within this
+  uint32_t park_max_us = 4000;     // a park doubles from park_us up to this while polls go on
   // Fault injection for tests: drop this fraction of outgoing datagrams (data, retransmits and
   // acks alike), seeded.
   double drop_tx = 0.0;
@@ -63,6 +72,8 @@ struct UdpFabricStats {
   uint64_t packets_tx, packets_rx, datagrams_tx, datagrams_rx, retransmits, acks_tx, acks_rx;
   uint64_t duplicates, dropped_foreign, dropped_truncated, dropped_bad_mac, dropped_malformed;
   uint64_t dropped_no_sink, dead_peers, injected_drops, window_waits;
+  // Datagrams a device's engine pass read itself, and the receive thread's parks meanwhile.
+  uint64_t polled_datagrams, rx_parks;
 };
 
 // GID <-> endpoint.
@@ -78,6 +89,10 @@ class UdpFabric : public Fabric {
   void detach(const Gid& gid) override;
   int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
   bool lossless() const override { return true; }
+  // Reads the socket on the caller's thread (see above).
+  int poll_rx_batch(const Gid& gid, int budget, uint64_t now_ns, std::vector<Packet>* out) override;
+  // The caller stops polling: the receive thread reads the socket again from now on.
+  void poll_rx_stop(const Gid& gid) override;
 
   // The bound endpoint and the GID of device `index` on it.
   sockaddr_in local() const { return local_; }
@@ -89,6 +104,10 @@ class UdpFabric : public Fabric {
  private:
   explicit UdpFabric(const UdpFabricOptions& o);
   void rx_loop();
+  // Parks the receive thread while devices poll the socket themselves: true when it parked.
+  bool park_while_polled();
+  // Reads up to `budget` datagrams (mu_ held): their packets in *ready.
+  int read_socket(int budget, std::vector<std::pair<Gid, Packet>>* ready);
   void handle_datagram(const uint8_t* d, size_t n, const sockaddr_in& from, std::vector<std::pair<Gid, Packet>>* out);
   void handle_ack(Peer* p, const uint8_t* d);
   void pump(Peer* p, uint64_t now);           // mu_ held
@@ -111,6 +130,8 @@ class UdpFabric : public Fabric {
   std::atomic<bool> stop_{false};
 
   std::mutex mu_;
+  std::vector<uint8_t> rx_buf_;                      // one datagram; guarded by mu_
+  uint64_t next_timer_ns_ = 0;                       // the earliest retransmission; guarded by mu_
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;  // by ip:port; guarded by mu_
   Reassembler reasm_;                                // guarded by mu_
   uint64_t next_msg_ = 1;                            // guarded by mu_
@@ -118,6 +139,17 @@ class UdpFabric : public Fabric {
   std::shared_mutex sinks_mu_;
   std::map<Gid, PacketSink*> sinks_;  // guarded by sinks_mu_
   mutable std::atomic<uint64_t> st_[18] = {};
+  // The receive thread's parks: the latest poll (clock::mono_ns, 0 after poll_rx_stop), how many
+  // polls came (a relaxed load and store: a lost count only makes a renewal less likely).
+  std::atomic<uint64_t> last_poll_ns_{0};
+  std::atomic<uint64_t> polls_{0};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  bool park_stop_ = false;  // guarded by park_mu_
+  // Park state, the receive thread's own.
+  uint64_t park_wait_ns_ = 0;
+  bool park_timed_out_ = false;
+  uint64_t polls_at_park_ = 0, polls_needed_ = 0;
 };
 
 }  // namespace net

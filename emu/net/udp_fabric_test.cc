@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "emu/net/test_sink.h"
@@ -176,6 +179,70 @@ TEST(UdpFabric, DeadPeerIsGivenUpOthersUnaffected) {
   EXPECT_EQ(rc, -EHOSTUNREACH);
   ASSERT_EQ(a->send(c->gid(0), make_packet(a->gid(0), 4, 10)), 0);
   EXPECT_EQ(sc.wait_for(1, 10000), 1u);
+}
+
+// A device that polls reads the socket on its own thread: its packets come back from the call,
+// a packet for another device on the same socket reaches that device's sink, the receive thread
+// parks meanwhile, and a lossy wire is still repaired (the poller sends the acks and runs the
+// retransmissions). Once the polls stop, the receive thread delivers again.
+TEST(UdpFabric, APollerReadsTheSocketOnItsOwnThread) {
+  UdpFabricOptions oa = opts(), ob = opts();
+  oa.drop_tx = ob.drop_tx = 0.1;
+  oa.rto_min_us = ob.rto_min_us = 2000;
+  std::shared_ptr<UdpFabric> a, b;
+  ASSERT_EQ(UdpFabric::create(oa, &a), 0);
+  ASSERT_EQ(UdpFabric::create(ob, &b), 0);
+  TestSink sa, sb, sc;
+  ASSERT_EQ(a->attach(a->gid(0), &sa), 0);
+  ASSERT_EQ(b->attach(b->gid(0), &sb), 0);
+  ASSERT_EQ(b->attach(b->gid(1), &sc), 0);
+  constexpr size_t kPackets = 200;
+  std::vector<Packet> got;  // the poller's until it is joined
+  std::atomic<size_t> polled{0}, in_sink{0};
+  std::atomic<bool> stop{false};
+  // The device's engine passes, on a thread of their own; what the receive thread read before
+  // it parked arrives through the sink.
+  std::thread poller([&] {
+    while (!stop.load() && polled.load() + in_sink.load() < kPackets) {
+      b->poll_rx_batch(b->gid(0), 64, 0, &got);
+      polled.store(got.size());
+      in_sink.store(in_sink.load() + sb.take().size());
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  for (size_t i = 1; i <= kPackets; ++i) {
+    const size_t bytes = i % 2 ? 64 : 20000;  // one datagram, or several
+    // (EXPECT: the poller thread must be joined before the test returns.)
+    EXPECT_EQ(a->send(b->gid(0), make_packet(a->gid(0), i, bytes)), 0);
+    if (i == kPackets / 2) {
+      EXPECT_EQ(a->send(b->gid(1), make_packet(a->gid(0), 9999, 64)), 0);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (polled.load() + in_sink.load() < kPackets && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  stop.store(true);
+  poller.join();
+  ASSERT_EQ(got.size() + in_sink.load(), kPackets);
+  // How many come each way depends on the machine's timing (a slow poller hands over more).
+  EXPECT_GT(got.size(), 0u) << "through the sink: " << in_sink.load();
+  std::map<uint64_t, int> seen;
+  for (const Packet& p : got) {
+    EXPECT_TRUE(packet_ok(p)) << p.token;
+    seen[p.token]++;
+  }
+  for (auto& kv : seen) EXPECT_EQ(kv.second, 1) << kv.first;
+  ASSERT_EQ(sc.wait_for(1, 10000), 1u);
+  EXPECT_EQ(sc.take()[0].token, 9999u);
+  const UdpFabricStats st = b->stats();
+  EXPECT_GT(st.polled_datagrams, 0u);
+  EXPECT_GT(st.rx_parks, 0u);
+  EXPECT_GT(a->stats().retransmits, 0u);
+  // No more polls: the receive thread takes over, at once after poll_rx_stop.
+  b->poll_rx_stop(b->gid(0));
+  ASSERT_EQ(a->send(b->gid(0), make_packet(a->gid(0), 5000, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  EXPECT_EQ(sb.take()[0].token, 5000u);
 }
 
 TEST(UdpFabric, RejectsBadOptions) {
