@@ -93,31 +93,28 @@ void ShmFabric::receive_loop(Local* lp) {
   const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
   // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in:
   // a long caller-driven run wakes this thread rarely. A park that times out is renewed while
-  // the pollers polled at least once per park_us on average during it, however long ago the
-  // latest poll was: on a loaded machine a poller is often preempted for longer than park_us,
-  // and taking over then only adds a thread that every sender must wake. A park that ends
-  // while packets wait and the poller is not polling (preempted, or stopped) hands over to
-  // this thread, which a sender then wakes for the next packet: a peer's packet does not wait
-  // for the poller's next time slice. A poller that stops for a while says so (poll_rx_stop),
+  // the latest poll came within park_max_us: on a loaded machine a poller is often preempted for
+  // longer than park_us, and taking over then only adds a thread that every sender must wake. A
+  // park that ends while packets wait and the poller has not polled within park_us (preempted,
+  // or stopped) hands over to this thread, which a sender then wakes for the next packet: a
+  // peer's packet does not wait for the poller's next time slice. A poller that stops for a while says so (poll_rx_stop),
   // which ends the park; where the device's engine thread always does (poll_rx_handed_over),
   // parks grow to kHandedOverParkMaxNs, a safety net rather than a poll.
   constexpr uint64_t kHandedOverParkMaxNs = 256 * 1000 * 1000;
   const uint64_t own_park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
   uint64_t park_wait_ns = park_ns;
   bool timed_out = false;  // the last park ended by its timeout
-  uint64_t polls_at_park = 0, polls_needed = 0;
   while (!lp->stop.load(std::memory_order_relaxed)) {
     // The poll stamp before the clock: read after it, the stamp of a poller that keeps polling
     // is often newer than the clock reading, and the poller would never look recent.
     uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
-    const uint64_t polls = lp->polls.load(std::memory_order_relaxed);
     uint64_t now = now_ns();
     const uint64_t park_max_ns = lp->handed_over.load(std::memory_order_relaxed)
                                      ? std::max(own_park_max_ns, kHandedOverParkMaxNs)
                                      : own_park_max_ns;
     const bool recent = polled != 0 && clock::within(now, polled, park_ns);
     const bool waiting = box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire);
-    const bool renew = timed_out && polled != 0 && polls - polls_at_park >= polls_needed && !(waiting && !recent);
+    const bool renew = timed_out && polled != 0 && clock::within(now, polled, own_park_max_ns) && !(waiting && !recent);
     if (recent || renew) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
       // Senders do not wake a parked thread (it is not `sleeping`); detach and poll_rx_stop do.
@@ -125,8 +122,6 @@ void ShmFabric::receive_loop(Local* lp) {
       if (timed_out && !renew) park_wait_ns = park_ns;  // the pollers fell behind: start short
       const uint64_t wait = park_wait_ns;
       bump(lp->rx_parks, 1);
-      polls_at_park = polls;
-      polls_needed = std::max<uint64_t>(1, wait / std::max<uint64_t>(park_ns, 1));
       timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
       const bool woken = futex(&box->wake_seq, FUTEX_WAIT, seq, &ts) == 0 ||
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
@@ -200,7 +195,6 @@ int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vect
   }
   if (now == 0) now = now_ns();
   lp->last_poll_ns.store(now, std::memory_order_relaxed);
-  lp->polls.store(lp->polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // The receive thread is draining, or the local was detached (detach keeps `consuming`, and the
   // object stays in retired_): nothing to do here.
   if (lp->consuming.exchange(true, std::memory_order_acquire)) return 0;
@@ -224,7 +218,6 @@ bool ShmFabric::rx_quiet(const Gid& gid, uint64_t now) {
   Local* lp = rx_hint_.load(std::memory_order_acquire);
   if (lp == nullptr || !same_gid(lp->gid, gid)) return false;
   lp->last_poll_ns.store(now, std::memory_order_relaxed);
-  lp->polls.store(lp->polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const Mailbox* box = lp->mb;
   return box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
 }

@@ -186,10 +186,6 @@ struct ShmFabric::Local {
   uint64_t capacity = 0;  // the ring's, as written at creation (read here, not from shared memory)
   bool fences = false;    // ShmFences::can_issue, as the mailbox's consumer_fences says
   std::atomic<uint64_t> last_poll_ns{0};
-  // Polls so far (rx_quiet and poll_rx): a parked receive thread renews its park while they
-  // came at least once per park_us on average. Incremented by a relaxed load and store: a poll
-  // lost between two concurrent pollers only makes a renewal less likely.
-  std::atomic<uint64_t> polls{0};
   // poll_rx_handed_over: the device's engine thread takes over from stopped pollers and calls
   // poll_rx_stop when it stops, so the receive thread's parks may grow far longer.
   std::atomic<bool> handed_over{false};

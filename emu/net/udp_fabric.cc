@@ -430,7 +430,6 @@ int UdpFabric::read_socket(int budget, std::vector<std::pair<Gid, Packet>>* read
 
 int UdpFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
   last_poll_ns_.store(now != 0 ? now : clock::mono_ns(), std::memory_order_release);
-  polls_.store(polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // The receive thread, or another device's pass, is reading: its packets for us come through
   // the inbox.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
@@ -477,9 +476,11 @@ bool UdpFabric::park_while_polled() {
   const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
   // The poll stamp before the clock (clock::within).
   const uint64_t polled = last_poll_ns_.load(std::memory_order_acquire);
-  const uint64_t polls = polls_.load(std::memory_order_relaxed);
-  const bool recent = polled != 0 && clock::within(clock::mono_ns(), polled, park_ns);
-  const bool renew = park_timed_out_ && polled != 0 && polls - polls_at_park_ >= polls_needed_;
+  const uint64_t now = clock::mono_ns();
+  const bool recent = polled != 0 && clock::within(now, polled, park_ns);
+  // As over shm: renewed while the latest poll came within park_max_us (the pollers read what
+  // waits themselves when they come back, and a sender's retransmission covers a long stall).
+  const bool renew = park_timed_out_ && polled != 0 && clock::within(now, polled, park_max_ns);
   if (!recent && !renew) {
     park_timed_out_ = false;
     park_wait_ns_ = park_ns;
@@ -487,8 +488,6 @@ bool UdpFabric::park_while_polled() {
   }
   if (park_timed_out_ && !renew) park_wait_ns_ = park_ns;  // the pollers fell behind: start short
   if (park_wait_ns_ == 0) park_wait_ns_ = park_ns;
-  polls_at_park_ = polls;
-  polls_needed_ = std::max<uint64_t>(1, park_wait_ns_ / std::max<uint64_t>(park_ns, 1));
   st_[kParks].fetch_add(1, std::memory_order_relaxed);
   bool woken;
   {

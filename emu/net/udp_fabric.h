@@ -139,17 +139,14 @@ class UdpFabric : public Fabric {
   std::shared_mutex sinks_mu_;
   std::map<Gid, PacketSink*> sinks_;  // guarded by sinks_mu_
   mutable std::atomic<uint64_t> st_[18] = {};
-  // The receive thread's parks: the latest poll (clock::mono_ns, 0 after poll_rx_stop), how many
-  // polls came (a relaxed load and store: a lost count only makes a renewal less likely).
+  // The receive thread's parks: the latest poll (clock::mono_ns, 0 after poll_rx_stop).
   std::atomic<uint64_t> last_poll_ns_{0};
-  std::atomic<uint64_t> polls_{0};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   bool park_stop_ = false;  // guarded by park_mu_
   // Park state, the receive thread's own.
   uint64_t park_wait_ns_ = 0;
   bool park_timed_out_ = false;
-  uint64_t polls_at_park_ = 0, polls_needed_ = 0;
 };
 
 }  // namespace net
