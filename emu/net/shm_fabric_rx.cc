@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "emu/net/rx_park.h"
 #include "emu/net/shm_layout.h"
 
 namespace xpufab {
@@ -90,49 +91,31 @@ void ShmFabric::receive_loop(Local* lp) {
   pthread_setname_np(pthread_self(), "shm-rx");  // as the engine thread's name: for accounting
   Mailbox* box = lp->mb;
   uint64_t last_work = now_ns();
-  const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
-  // A park lasts park_us at first and doubles, up to park_max_us, while polls keep coming in:
-  // a long caller-driven run wakes this thread rarely. A park that times out is renewed while
-  // the latest poll came within park_max_us: on a loaded machine a poller is often preempted for
-  // longer than park_us, and taking over then only adds a thread that every sender must wake. A
-  // park that ends while packets wait and the poller has not polled within park_us (preempted,
-  // or stopped) hands over to this thread, which a sender then wakes for the next packet: a
-  // peer's packet does not wait for the poller's next time slice. A poller that stops for a while says so (poll_rx_stop),
-  // which ends the park; where the device's engine thread always does (poll_rx_handed_over),
-  // parks grow to kHandedOverParkMaxNs, a safety net rather than a poll.
+  // Parks while the device polls the mailbox itself (rx_park.h). A poller that stops for a
+  // while says so (poll_rx_stop), which ends the park; where the device's engine thread always
+  // does (poll_rx_handed_over), parks grow to kHandedOverParkMaxNs, a safety net rather than a
+  // poll.
   constexpr uint64_t kHandedOverParkMaxNs = 256 * 1000 * 1000;
-  const uint64_t own_park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
-  uint64_t park_wait_ns = park_ns;
-  bool timed_out = false;  // the last park ended by its timeout
+  const uint64_t own_max_ns = uint64_t{opt_.park_max_us} * 1000;
+  RxPark park(uint64_t{opt_.park_us} * 1000, own_max_ns);
   while (!lp->stop.load(std::memory_order_relaxed)) {
-    // The poll stamp before the clock: read after it, the stamp of a poller that keeps polling
-    // is often newer than the clock reading, and the poller would never look recent.
-    uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
-    uint64_t now = now_ns();
-    const uint64_t park_max_ns = lp->handed_over.load(std::memory_order_relaxed)
-                                     ? std::max(own_park_max_ns, kHandedOverParkMaxNs)
-                                     : own_park_max_ns;
-    const bool recent = polled != 0 && clock::within(now, polled, park_ns);
+    // The poll stamp before the clock (clock::within).
+    const uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
     const bool waiting = box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire);
-    const bool renew = timed_out && polled != 0 && clock::within(now, polled, own_park_max_ns) && !(waiting && !recent);
-    if (recent || renew) {
+    const uint64_t wait = park.next(now_ns(), polled, waiting);
+    if (wait != 0) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
       // Senders do not wake a parked thread (it is not `sleeping`); detach and poll_rx_stop do.
       uint32_t seq = box->wake_seq.load(std::memory_order_relaxed);
-      if (timed_out && !renew) park_wait_ns = park_ns;  // the pollers fell behind: start short
-      const uint64_t wait = park_wait_ns;
       bump(lp->rx_parks, 1);
       timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
       const bool woken = futex(&box->wake_seq, FUTEX_WAIT, seq, &ts) == 0 ||
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
       if (woken) bump(lp->rx_park_stops, 1);
-      timed_out = !woken;
-      park_wait_ns = woken ? park_ns : std::min(park_wait_ns * 2, park_max_ns);
+      park.ended(woken, lp->handed_over.load(std::memory_order_relaxed) ? kHandedOverParkMaxNs : own_max_ns);
       last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
       continue;
     }
-    timed_out = false;
-    park_wait_ns = park_ns;
     int n = 0;
     bool empty = box->head.load(std::memory_order_relaxed) == box->tail.load(std::memory_order_acquire);
     if (!empty && !lp->consuming.exchange(true, std::memory_order_acquire)) {

@@ -471,32 +471,20 @@ void UdpFabric::poll_rx_stop(const Gid& gid) {
   park_cv_.notify_all();
 }
 
-bool UdpFabric::park_while_polled() {
-  const uint64_t park_ns = uint64_t{opt_.park_us} * 1000;
-  const uint64_t park_max_ns = std::max<uint64_t>(uint64_t{opt_.park_max_us} * 1000, park_ns);
-  // The poll stamp before the clock (clock::within).
+bool UdpFabric::park_while_polled(RxPark* park) {
+  // The poll stamp before the clock (clock::within). Whether datagrams wait would cost a system
+  // call: a poller that stalls reads them when it comes back, or the sender retransmits.
   const uint64_t polled = last_poll_ns_.load(std::memory_order_acquire);
-  const uint64_t now = clock::mono_ns();
-  const bool recent = polled != 0 && clock::within(now, polled, park_ns);
-  // As over shm: renewed while the latest poll came within park_max_us (the pollers read what
-  // waits themselves when they come back, and a sender's retransmission covers a long stall).
-  const bool renew = park_timed_out_ && polled != 0 && clock::within(now, polled, park_max_ns);
-  if (!recent && !renew) {
-    park_timed_out_ = false;
-    park_wait_ns_ = park_ns;
-    return false;
-  }
-  if (park_timed_out_ && !renew) park_wait_ns_ = park_ns;  // the pollers fell behind: start short
-  if (park_wait_ns_ == 0) park_wait_ns_ = park_ns;
+  const uint64_t wait = park->next(clock::mono_ns(), polled, false);
+  if (wait == 0) return false;
   st_[kParks].fetch_add(1, std::memory_order_relaxed);
   bool woken;
   {
     std::unique_lock<std::mutex> lock(park_mu_);
-    woken = park_cv_.wait_for(lock, std::chrono::nanoseconds(park_wait_ns_), [this] { return park_stop_; });
+    woken = park_cv_.wait_for(lock, std::chrono::nanoseconds(wait), [this] { return park_stop_; });
     park_stop_ = false;
   }
-  park_timed_out_ = !woken;
-  park_wait_ns_ = woken ? park_ns : std::min(park_wait_ns_ * 2, park_max_ns);
+  park->ended(woken, 0);
   return true;
 }
 
@@ -552,12 +540,13 @@ void UdpFabric::kick() {
 }
 
 void UdpFabric::rx_loop() {
+  RxPark park(uint64_t{opt_.park_us} * 1000, uint64_t{opt_.park_max_us} * 1000);
   std::vector<std::pair<Gid, Packet>> ready;
   uint64_t wait_ns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Devices that poll the socket themselves read it and send the acks; the timers run here
     // too, should the polls thin out.
-    if (park_while_polled()) {
+    if (park_while_polled(&park)) {
       std::lock_guard<std::mutex> lock(mu_);
       const uint64_t t = now_ns();
       if (t >= next_timer_ns_) next_timer_ns_ = t + timers(t);

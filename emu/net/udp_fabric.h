@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "emu/fabric.h"
+#include "emu/net/rx_park.h"
 #include "emu/net/wire.h"
 
 namespace xpufab {
@@ -105,7 +106,7 @@ class UdpFabric : public Fabric {
   explicit UdpFabric(const UdpFabricOptions& o);
   void rx_loop();
   // Parks the receive thread while devices poll the socket themselves: true when it parked.
-  bool park_while_polled();
+  bool park_while_polled(RxPark* park);
   // Reads up to `budget` datagrams (mu_ held): their packets in *ready.
   int read_socket(int budget, std::vector<std::pair<Gid, Packet>>* ready);
   void handle_datagram(const uint8_t* d, size_t n, const sockaddr_in& from, std::vector<std::pair<Gid, Packet>>* out);
@@ -144,9 +145,7 @@ class UdpFabric : public Fabric {
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   bool park_stop_ = false;  // guarded by park_mu_
-  // Park state, the receive thread's own.
-  uint64_t park_wait_ns_ = 0;
-  bool park_timed_out_ = false;
+
 };
 
 }  // namespace net
