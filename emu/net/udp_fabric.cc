@@ -249,6 +249,7 @@ void UdpFabric::pump(Peer* p, uint64_t now) {
     p->queue.pop_front();
     seal(&dg.bytes, seq, p->inflight.begin()->first);
     dg.deadline = now + uint64_t{opt_.rto_min_us} * 1000;
+    next_timer_ns_ = std::min(next_timer_ns_, dg.deadline);  // for pollers and a parked thread
     transmit(p, seq, false);
   }
   if (!p->queue.empty()) st_[kWindowWaits].fetch_add(1, std::memory_order_relaxed);

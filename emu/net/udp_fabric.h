@@ -132,7 +132,7 @@ class UdpFabric : public Fabric {
 
   std::mutex mu_;
   std::vector<uint8_t> rx_buf_;                      // one datagram; guarded by mu_
-  uint64_t next_timer_ns_ = 0;                       // the earliest retransmission; guarded by mu_
+  uint64_t next_timer_ns_ = 0;  // no retransmission is due before this; guarded by mu_
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;  // by ip:port; guarded by mu_
   Reassembler reasm_;                                // guarded by mu_
   uint64_t next_msg_ = 1;                            // guarded by mu_
