@@ -397,7 +397,7 @@ struct EfaEp {
   struct efa_xpu_av_entry* xav_host = nullptr;  // host address of xstate's AV mirror
   std::vector<backend::CompCntr*> attached;
   std::atomic<bool> failed{false};  // the device failed the QP (handle_failure)
-  struct ProtoState* proto = nullptr;  // a protocol-fabric endpoint's state (proto_ep.cc)
+  struct ProtoState* proto = nullptr;  // a protocol-fabric endpoint's state (proto_state.h)
 
   bool is_xpu() const { return xctx != nullptr; }
 };

@@ -74,7 +74,7 @@ int attach_cqs_and_cntrs(EfaEp* ep, efa_xpu_ep* st, efa_xpu_ep* dev_st) {
 }
 
 // A protocol-fabric EP: the core owns the QP, so the state names the core endpoint (already in
-// XPU-visible memory, api/efa/proto_ep.cc) instead of the rings; device calls take its lock.
+// XPU-visible memory, api/efa/proto_setup.cc) instead of the rings; device calls take its lock.
 int export_proto(EfaEp* ep, fid_xpu_ep* out) {
   EfaXpuCtx* x = ep->xctx;
   EfaDomain* dom = ep->dom;

@@ -1,7 +1,7 @@
 // Endpoints of the protocol fabric "efa": the requests the ops tables (proto_ops.cc) hand to an
-// endpoint's protocol state (proto_ep.cc), which runs them on the protocol core (api/proto/) over
-// the endpoint's SRD QP, and the progress that turns the core's completions into the
-// application's CQ entries and counter updates.
+// endpoint's protocol state (proto_state.h; set up in proto_setup.cc), which runs them on the
+// protocol core (api/proto/) over the endpoint's SRD QP (proto_ep.cc), and the progress that
+// turns the core's completions into the application's CQ entries and counter updates.
 #ifndef XPUFAB_API_EFA_PROTO_EP_H_
 #define XPUFAB_API_EFA_PROTO_EP_H_
 
