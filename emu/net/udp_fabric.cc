@@ -445,20 +445,17 @@ int UdpFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vect
   if (t >= next_timer_ns_) next_timer_ns_ = t + timers(t);
   lock.unlock();
   int mine = 0;
+  std::vector<std::pair<Gid, Packet>> others;
   for (auto& e : ready) {
-    if (out == nullptr || e.first != gid) continue;
+    if (out == nullptr || e.first != gid) {
+      others.push_back(std::move(e));
+      continue;
+    }
     st_[kPktRx].fetch_add(1, std::memory_order_relaxed);
     out->push_back(std::move(e.second));
-    e.first = Gid{};  // taken
     ++mine;
   }
-  if (static_cast<size_t>(mine) != ready.size()) {
-    ready.erase(std::remove_if(ready.begin(), ready.end(), [](const std::pair<Gid, Packet>& e) {
-                  return e.first == Gid{};
-                }),
-                ready.end());
-    deliver_all(&ready);
-  }
+  deliver_all(&others);
   return mine;
 }
 
