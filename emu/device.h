@@ -212,6 +212,11 @@ class EmuDevice : public backend::Device {
   virtual int step(int budget) = 0;
   // Wakes the engine thread (a caller that rang a doorbell and will not drive progress itself).
   virtual void kick() = 0;
+  // What the calling thread wrote so far (a send buffer, a receive buffer it cleared) happens
+  // before whatever a pass does once it has seen a doorbell written after this call. For
+  // callers whose doorbell writes ThreadSanitizer cannot follow: libefa rings doorbells with
+  // plain stores in code built without it, so the order those stores give is invisible to it.
+  virtual void publish_writes() = 0;
 };
 
 // `ethtool -S`-style text of a device's counters and, per QP, `rdma statistic`-style lines:

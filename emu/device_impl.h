@@ -145,6 +145,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   Gid gid() const override { return gid_; }
   int step(int budget) override;
   void kick() override;
+  void publish_writes() override { published_writes_.fetch_add(1, std::memory_order_release); }
 
   // PacketSink
   void deliver(Packet&& pkt) override;
@@ -456,6 +457,9 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   uint64_t kicked_ns_ = 0;  // the last kick (wake_mu_): callers before it no longer park the thread
   std::atomic<bool> sleeping_{false};
   std::atomic<uint64_t> last_caller_ns_{0};
+  // Released by publish_writes() (a read-modify-write, so that every caller's release stays in
+  // the sequence), acquired by a pass that sees a doorbell change.
+  std::atomic<uint64_t> published_writes_{0};
   std::atomic<uint64_t> caller_calls_{0};  // progress() calls: how often callers drive (engine_loop)
   // Live CQs in external memory: device code polls them without calling in, so the engine
   // thread must not sleep deep or park long while one exists.

@@ -67,6 +67,7 @@ void DeviceImpl::scan_doorbells(int* work) {
 }
 
 void DeviceImpl::on_doorbell(uint32_t index, uint32_t value, int* work) {
+  (void)published_writes_.load(std::memory_order_acquire);  // see publish_writes()
   DbOwner& owner = db_.owner(index);
   db_.mark_hot(index, pass_);
   if (opt_.faults != nullptr || trace_) {

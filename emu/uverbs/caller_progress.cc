@@ -66,6 +66,17 @@ bool adopt(std::atomic<F>& saved, F current, F wrapper) {
   return expected == current;
 }
 
+// Before libefa rings a doorbell: what this thread wrote (the buffers it posts) happens before
+// the pass that serves the doorbell, for ThreadSanitizer too (EmuDevice::publish_writes).
+// Counted inside, as a pass is, so that exit frees the device only after it.
+void publish_writes() {
+  if (in_server_now()) return;
+  InServer in;
+  g_inside.fetch_add(1, std::memory_order_seq_cst);
+  if (emu::EmuDevice* d = st().driven_emu.load(std::memory_order_seq_cst)) d->publish_writes();
+  g_inside.fetch_sub(1, std::memory_order_release);
+}
+
 int poll_cq_wrapped(ibv_cq* cq, int n, ibv_wc* wc) {
   PollCqFn orig = g_poll_cq.load(std::memory_order_acquire);
   int rc = orig(cq, n, wc);
@@ -75,12 +86,14 @@ int poll_cq_wrapped(ibv_cq* cq, int n, ibv_wc* wc) {
 }
 
 int post_send_wrapped(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  publish_writes();
   int rc = g_post_send.load(std::memory_order_acquire)(qp, wr, bad);
   if (rc == 0) caller_drive();
   return rc;
 }
 
 int post_recv_wrapped(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  publish_writes();
   int rc = g_post_recv.load(std::memory_order_acquire)(qp, wr, bad);
   if (rc == 0) caller_drive();
   return rc;
@@ -97,6 +110,7 @@ int start_poll_wrapped(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 }
 
 int wr_complete_wrapped(ibv_qp_ex* qp) {
+  publish_writes();
   int rc = g_wr_complete.load(std::memory_order_acquire)(qp);
   if (rc == 0) caller_drive();
   return rc;

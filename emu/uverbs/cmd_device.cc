@@ -48,6 +48,7 @@ int open_device_locked(State& s) {
     s.emu = nullptr;
     return rc;
   }
+  s.driven_emu.store(s.emu, std::memory_order_release);
   s.driven.store(s.dev.get(), std::memory_order_release);
   ensure_service_locked(s);
   return 0;

@@ -124,6 +124,8 @@ struct State {
   std::atomic<bool> shut_down{false};
   // What the service thread drives (dev), read without the lock.
   std::atomic<backend::Device*> driven{nullptr};
+  // The same device where it is the emulator (emu), for publish_writes() before libefa's posts.
+  std::atomic<emu::EmuDevice*> driven_emu{nullptr};
 };
 
 State& st();

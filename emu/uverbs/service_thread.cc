@@ -19,6 +19,14 @@ int service_pass(State& s, bool wait_lock) {
   // libefa never calls into the NIC: it only writes doorbells. Driving the engine from here
   // keeps doorbells noticed at once instead of after the engine thread's idle sleep (the device
   // parks its own thread meanwhile).
+  //
+  // The service thread takes the server lock before it drives, so that its pass follows the
+  // callers' latest locked calls. libefa's mmap of the doorbell page returns through
+  // ThreadSanitizer's interceptor, which counts it as the caller writing the whole page; a pass
+  // that peeked at the doorbells without being ordered after that caller's next locked call
+  // would be reported as racing with it.
+  std::unique_lock<std::mutex> lock(s.mu, std::defer_lock);
+  if (wait_lock) lock.lock();
   int work = 0;
   if (backend::Device* d = s.driven.load(std::memory_order_acquire)) {
     int n = d->progress(256);
@@ -26,10 +34,7 @@ int service_pass(State& s, bool wait_lock) {
   }
   (wait_lock ? s.counters.service_passes : s.counters.caller_passes)
       .fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock<std::mutex> lock(s.mu, std::defer_lock);
-  if (wait_lock) {
-    lock.lock();
-  } else if (!lock.try_lock()) {
+  if (!wait_lock && !lock.try_lock()) {
     s.counters.caller_lock_busy.fetch_add(1, std::memory_order_relaxed);
     return work;
   }

@@ -312,6 +312,7 @@ void after_fork_child() {
   // (and without detaching the parent's address from a shared fabric).
   new (&s.mu) std::mutex();
   s.driven.store(nullptr);
+  s.driven_emu.store(nullptr);
   (void)s.dev.release();
   (void)s.backend.release();
   s.emu = nullptr;
@@ -379,6 +380,7 @@ void at_exit() {
     write_stats_line(s);
     // Sequentially consistent, as the callers' check (caller_progress.cc).
     s.driven.store(nullptr, std::memory_order_seq_cst);
+    s.driven_emu.store(nullptr, std::memory_order_seq_cst);
     dev = std::move(s.dev);
     s.emu = nullptr;
   }
