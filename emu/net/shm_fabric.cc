@@ -59,14 +59,21 @@ int ShmFabric::create(const ShmFabricOptions& options, std::shared_ptr<ShmFabric
                 static_cast<unsigned long long>(k.k0));
   std::shared_ptr<ShmFabric> f(new ShmFabric(o));
   f->dir_ = o.base_dir + name;
-  if (mkdir(f->dir_.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-  struct stat st;
-  if (lstat(f->dir_.c_str(), &st) != 0) return -errno;
-  // Someone else's directory (or a link planted there) must not receive our packets.
-  if (!owner_only(st, S_IFDIR)) return -EACCES;
   std::random_device rd;
   f->sender_id_ = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-  int rc = f->take_sender_slot();
+  int rc = -EAGAIN;
+  // Again while the last fabric of the key removes the directory under our feet.
+  for (int attempt = 0; rc == -EAGAIN && attempt < 100; ++attempt) {
+    if (mkdir(f->dir_.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+    struct stat st;
+    if (lstat(f->dir_.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      return -errno;
+    }
+    // Someone else's directory (or a link planted there) must not receive our packets.
+    if (!owner_only(st, S_IFDIR)) return -EACCES;
+    rc = f->take_sender_slot();
+  }
   if (rc != 0) return rc;
   f->sweep_stale();
   *fabric_p = std::move(f);
@@ -85,7 +92,10 @@ ShmFabric::~ShmFabric() {
   // No send runs any more: every peer, retired or not, goes with its mapping.
   // Closing the last descriptor of the senders file's description releases the slot; a forked
   // child that shares it keeps the slot while it lives, as it keeps our locks.
-  if (senders_fd_ >= 0) close(senders_fd_);
+  if (senders_fd_ >= 0) {
+    close(senders_fd_);
+    remove_dir_if_unused();
+  }
 }
 
 namespace {
@@ -96,26 +106,91 @@ namespace {
 constexpr int kMaxSenders = 1 << 15;
 constexpr int kSlotShift = 48;
 
-struct flock slot_range(uint64_t slot, short type) {
+struct flock byte_range(off_t start, off_t len, short type) {
   struct flock l{};
   l.l_type = type;
   l.l_whence = SEEK_SET;
-  l.l_start = static_cast<off_t>(slot * 8);
-  l.l_len = 8;
+  l.l_start = start;
+  l.l_len = len;
   return l;
 }
+
+struct flock slot_range(uint64_t slot, short type) { return byte_range(static_cast<off_t>(slot * 8), 8, type); }
+
+// The byte after the slots: read-locked by a fabric while it takes a slot, write-locked by the
+// last fabric of the key while it removes the directory, so that no fabric takes a slot in a
+// senders file that is being unlinked.
+struct flock guard_range(short type) { return byte_range(off_t{kMaxSenders} * 8, 1, type); }
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
 }  // namespace
 
 int ShmFabric::take_sender_slot() {
   std::string path = dir_ + "/senders";
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return -errno;
+  if (fd < 0) return errno == ENOENT ? -EAGAIN : -errno;  // the directory went meanwhile
   struct stat st;
   if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG)) {
     close(fd);
     return -EACCES;
   }
+  struct flock guard = guard_range(F_RDLCK);
+  while (fcntl(fd, F_OFD_SETLKW, &guard) != 0) {
+    if (errno != EINTR) {
+      int err = -errno;
+      close(fd);
+      return err;
+    }
+  }
+  // Unlinked before we held the guard: by the last fabric of the key, leaving (all live fabrics
+  // must share one senders file, whose locks tell them alive).
+  struct stat now;
+  if (stat(path.c_str(), &now) != 0 || !same_file(st, now)) {
+    close(fd);
+    return -EAGAIN;
+  }
+  const int rc = lock_free_slot(fd);
+  guard.l_type = F_UNLCK;
+  fcntl(fd, F_OFD_SETLK, &guard);
+  if (rc != 0) close(fd);
+  return rc;
+}
+
+void ShmFabric::remove_dir_if_unused() {
+  const std::string path = dir_ + "/senders";
+  int fd = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  struct flock guard = guard_range(F_WRLCK);
+  struct flock slots = byte_range(0, off_t{kMaxSenders} * 8, F_WRLCK);
+  // Nobody taking a slot and no slot held (no fabric of the key lives).
+  if (fcntl(fd, F_OFD_SETLK, &guard) == 0 && fcntl(fd, F_OFD_SETLK, &slots) == 0) {
+    sweep_stale();  // a crashed process's mailbox goes; a live one's keeps the directory
+    struct stat st, now;
+    if (only_senders_left() && fstat(fd, &st) == 0 && stat(path.c_str(), &now) == 0 && same_file(st, now)) {
+      unlink(path.c_str());
+      rmdir(dir_.c_str());  // fails, harmlessly, where a new fabric made its senders file meanwhile
+    }
+  }
+  close(fd);  // releases both locks
+}
+
+bool ShmFabric::only_senders_left() const {
+  DIR* d = opendir(dir_.c_str());
+  if (d == nullptr) return false;
+  bool only = true;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0 &&
+        std::strcmp(e->d_name, "senders") != 0) {
+      only = false;
+      break;
+    }
+  }
+  closedir(d);
+  return only;
+}
+
+int ShmFabric::lock_free_slot(int fd) {
   for (uint64_t slot = 0; slot < kMaxSenders; ++slot) {
     struct flock l = slot_range(slot, F_WRLCK);
     if (fcntl(fd, F_OFD_SETLK, &l) != 0) continue;  // a live fabric's
@@ -123,15 +198,12 @@ int ShmFabric::take_sender_slot() {
     // of the slot from an earlier one that died holding a mailbox lock.
     const uint64_t word = ((slot + 1) << kSlotShift) | (sender_id_ & ((uint64_t{1} << kSlotShift) - 1));
     if (pwrite(fd, &word, sizeof(word), static_cast<off_t>(slot * 8)) != sizeof(word)) {
-      int err = errno != 0 ? -errno : -EIO;
-      close(fd);
-      return err;
+      return errno != 0 ? -errno : -EIO;
     }
     senders_fd_ = fd;
     lock_word_ = word;
     return 0;
   }
-  close(fd);
   return -EUSERS;
 }
 

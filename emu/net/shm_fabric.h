@@ -157,7 +157,12 @@ class ShmFabric : public Fabric {
   // A slot of the directory's senders file, locked for this fabric's lifetime: the lock word it
   // puts in a mailbox's lock names the slot, so that a producer waiting on that lock can tell a
   // holder that died from a slow one.
+  // -EAGAIN: the senders file was removed meanwhile (create() starts again).
   int take_sender_slot();
+  int lock_free_slot(int fd);
+  // The last fabric of the key leaves no directory behind (mailboxes of live processes keep it).
+  void remove_dir_if_unused();
+  bool only_senders_left() const;
   bool sender_alive(uint64_t lock_word) const;
   // The mailbox's producer lock: 0, -ENOBUFS (a live holder kept it past full_timeout_ms) or
   // -ECONNRESET (the mailbox closed meanwhile).

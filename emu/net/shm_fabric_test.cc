@@ -79,6 +79,69 @@ TEST(ShmFabric, DeliversSmallAndLargePacketsIntact) {
   EXPECT_EQ(b->stats().malformed, 0u);
 }
 
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// A key's directory lives while a fabric of the key does, or a live process's mailbox: the last
+// fabric to go removes it, so that jobs with keys of their own leave nothing behind.
+TEST(ShmFabric, TheLastFabricOfAKeyRemovesItsDirectory) {
+  const ShmFabricOptions o = opts("last");
+  std::shared_ptr<ShmFabric> a, b;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  const std::string dir = a->dir();
+  TestSink sb;
+  ASSERT_EQ(b->attach(gid_of(2), &sb), 0);
+  a.reset();
+  EXPECT_TRUE(exists(dir + "/senders"));  // b lives
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(a->send(gid_of(2), make_packet(gid_of(1), 1, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  b.reset();
+  EXPECT_TRUE(exists(dir));  // a lives
+  a.reset();
+  EXPECT_FALSE(exists(dir));
+  // A fabric of the key made afterwards starts a fresh directory.
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  EXPECT_TRUE(exists(dir + "/senders"));
+  a.reset();
+  EXPECT_FALSE(exists(dir));
+}
+
+// Fabrics of one key made and dropped on several threads at once (their directory removed and
+// made again many times meanwhile): every one is made, every pair made together reaches each
+// other, and nothing is left at the end.
+TEST(ShmFabric, FabricsComingAndGoingShareTheirDirectory) {
+  const ShmFabricOptions o = opts("churn");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        std::shared_ptr<ShmFabric> a, b;
+        TestSink sa, sb;
+        const uint8_t ga = static_cast<uint8_t>(2 * t + 1), gb = static_cast<uint8_t>(2 * t + 2);
+        if (ShmFabric::create(o, &a) != 0 || ShmFabric::create(o, &b) != 0 || a->attach(gid_of(ga), &sa) != 0 ||
+            b->attach(gid_of(gb), &sb) != 0 || a->send(gid_of(gb), make_packet(gid_of(ga), 1, 64)) != 0 ||
+            sb.wait_for(1, 10000) != 1u) {
+          failures++;
+        }
+        b.reset();  // its receive thread is done with sb first
+        a.reset();
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::shared_ptr<ShmFabric> probe;
+  ASSERT_EQ(ShmFabric::create(o, &probe), 0);
+  const std::string dir = probe->dir();
+  probe.reset();
+  EXPECT_FALSE(exists(dir));
+}
+
 TEST(ShmFabric, RefusesADirectoryOthersCanEnter) {
   ShmFabricOptions o = opts("perm");
   std::shared_ptr<ShmFabric> a;
