@@ -540,9 +540,10 @@ void poll_for(ShmFabric* f, const Gid& gid, int ms, int burst_us, int gap_us) {
 // machine does), but polls far more often than once per park_us on average, keeps the receive
 // thread parked, park after park: it neither takes over nor sleeps (where senders would have to
 // wake it). A thread that stopped renewing at the first park ending in a pause sleeps after
-// nearly every park (until a packet or its sleep's timeout wakes it). The run lasts until 20
+// nearly every park (until a packet or its sleep's timeout wakes it). The run lasts until 30
 // parks, so that a receive thread starved of the CPU on a loaded machine parks less often but
-// still passes.
+// still passes; such a machine also preempts the poller for longer than the longest park now
+// and then (5 sleeps in 20 parks were seen with three ThreadSanitizer runs per core).
 TEST(ShmFabric, ABurstyPollerKeepsTheReceiveThreadParked) {
   std::shared_ptr<ShmFabric> a, b;
   ShmFabricOptions o = opts("bursty");
@@ -554,12 +555,12 @@ TEST(ShmFabric, ABurstyPollerKeepsTheReceiveThreadParked) {
   std::this_thread::sleep_for(std::chrono::microseconds(50));  // the receive thread parks
   const uint64_t sleeps = b->stats().rx_sleeps, parks = b->stats().rx_parks;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (b->stats().rx_parks - parks < 20 && std::chrono::steady_clock::now() < give_up) {
+  while (b->stats().rx_parks - parks < 30 && std::chrono::steady_clock::now() < give_up) {
     poll_for(b.get(), gid_of(62), 20, 1000, 1000);
   }
   const uint64_t parked = b->stats().rx_parks - parks, slept = b->stats().rx_sleeps - sleeps;
-  EXPECT_GE(parked, 20u);
-  EXPECT_LE(slept * 5, parked) << slept << " sleeps in " << parked << " parks";
+  EXPECT_GE(parked, 30u);
+  EXPECT_LE(slept * 2, parked) << slept << " sleeps in " << parked << " parks";
   // Polls stop: packets reach the sink without them.
   ASSERT_EQ(a->send(gid_of(62), make_packet(gid_of(61), 1, 64)), 0);
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
