@@ -13,6 +13,7 @@
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
 #include "api/efa/proto_state.h"
+#include "api/proto/backend_dev.h"
 #include "api/proto/grow.h"
 #include "api/proto/grow_bounce.h"
 #include "api/proto/proto.h"
@@ -135,9 +136,9 @@ int map_for_device(EfaEp* ep, ProtoState* ps, void* host, size_t len, uint64_t f
 // An XPU endpoint's core where device code reaches it: proto_ep and its pools in one block from
 // the XPU context, the transmit buffers (the receive buffers are mapped as they are registered),
 // and the QP's rings and doorbells.
-int map_core_for_device(EfaEp* ep, ProtoState* ps, const backend::WqAttr& sq,
-                        const backend::WqAttr& rq, const backend::CqAttr& cqa, size_t mem_len,
-                        void** mem) {
+int map_core_for_device(EfaEp* ep, ProtoState* ps, const proto_dev& d, size_t mem_len, void** mem) {
+  const efa_dp_wq_attr &sq = d.sq, &rq = d.rq;
+  const efa_dp_cq_attr& cqa = d.cq;
   const uint64_t dm = FI_XPU_IMPORT_DEVICEMAP, io = FI_XPU_IMPORT_IOMEMORY | dm;
   const size_t head = (sizeof(proto_ep) + 63) / 64 * 64;
   void* block = nullptr;
@@ -278,28 +279,15 @@ int proto_ep_enable(EfaEp* ep) {
   qa.max_recv_sge = 1;
   rc = qp_create_rts(ep, qa);
   if (rc) return fail(rc);
-  backend::WqAttr sq{}, rq{};
-  backend::CqAttr cqa{};
-  rc = ep->qp->query_wqs(&sq, &rq);
-  if (rc == 0) rc = ps->bcq->query(&cqa);
-  if (rc) return fail(rc);
   proto_dev& d = ps->dev;
-  d.sq = {sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
-  d.rq = {rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
-  d.cq = {cqa.buffer, cqa.entry_size, cqa.num_entries, cqa.doorbell};
-  d.max_sq_sge = at.max_sq_sge;
-  d.max_rq_sge = 1;
-  d.mtu = at.mtu;
-  d.max_rdma_size = at.max_rdma_size;
-  d.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
-           ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
-           (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
+  rc = proto::dev_of(ep->qp, ps->bcq, at, ca.with_sgid, &d);
+  if (rc) return fail(rc);
   rc = ps->bounce.init(dom->dev, dom->pd, ps->cfg, d, ps->peer_limit);
   if (rc) return fail(rc);
   const size_t mem_len = proto_ep_mem_size(&ps->cfg, &d);
   void* mem = nullptr;
   if (ep->is_xpu()) {
-    rc = map_core_for_device(ep, ps, sq, rq, cqa, mem_len, &mem);
+    rc = map_core_for_device(ep, ps, d, mem_len, &mem);
     if (rc) return fail(rc);
   } else {
     ps->mem.assign(mem_len / 8 + 1, 0);
@@ -311,8 +299,8 @@ int proto_ep_enable(EfaEp* ep) {
   rc = proto_ep_init(ps->pep, &ps->cfg, &d, mem, mem_len, ps->bounce.base(), rx_lkey);
   if (rc == 0) rc = proto_grow_reserve(ps->pep, ps->peer_limit, ps->bounce.tx_lkey());
   if (rc) {
-    EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, sq.num_entries,
-             rq.num_entries, cqa.num_entries);
+    EFA_WARN(kEpCtrl, "proto_ep_init: %d (sq %u, rq %u, cq %u)", rc, d.sq.num_entries,
+             d.rq.num_entries, d.cq.num_entries);
     return fail(rc);
   }
   std::lock_guard<std::mutex> g(dom->lock);
@@ -335,12 +323,7 @@ void proto_ep_close(EfaEp* ep) {
   ProtoState* ps = ep->proto;
   {
     std::lock_guard<std::mutex> g(dom->lock);
-    for (auto it = dom->proto_eps.begin(); it != dom->proto_eps.end(); ++it) {
-      if (*it == ep) {
-        dom->proto_eps.erase(it);
-        break;
-      }
-    }
+    dom->proto_eps.erase(std::remove(dom->proto_eps.begin(), dom->proto_eps.end(), ep), dom->proto_eps.end());
   }
   if (ep->qp) {
     int rc = dom->dev->destroy_qp(ep->qp);
@@ -381,12 +364,7 @@ void proto_mr_added(EfaMr* mr) {
 void proto_mr_removed(EfaMr* mr) {
   EfaDomain* dom = mr->dom;
   std::lock_guard<std::mutex> g(dom->lock);
-  for (auto it = dom->mrs.begin(); it != dom->mrs.end(); ++it) {
-    if (*it == mr) {
-      dom->mrs.erase(it);
-      break;
-    }
-  }
+  dom->mrs.erase(std::remove(dom->mrs.begin(), dom->mrs.end(), mr), dom->mrs.end());
   for (EfaEp* ep : dom->proto_eps) {
     CoreLock pg(ep->proto);
     proto_mr_remove(ep->proto->pep, mr->bmr->rkey());

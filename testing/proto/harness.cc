@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "api/proto/backend_dev.h"
+
 namespace xpufab::proto_test {
 
 Stack::~Stack() { dev_.reset(); }
@@ -70,23 +72,9 @@ int Node::open(const proto_config& cfg, uint32_t sq_depth, uint8_t rnr_retry) {
   if (rc) return rc;
   rc = d->local_address(qp_, gid_, &qpn_, &qkey_);
   if (rc) return rc;
-  backend::WqAttr sq{}, rq{};
-  rc = qp_->query_wqs(&sq, &rq);
-  if (rc) return rc;
-  backend::CqAttr cqa{};
-  rc = cq_->query(&cqa);
-  if (rc) return rc;
   proto_dev pd{};
-  pd.sq = {sq.buffer, sq.entry_size, sq.num_entries, sq.doorbell, sq.max_batch};
-  pd.rq = {rq.buffer, rq.entry_size, rq.num_entries, rq.doorbell, rq.max_batch};
-  pd.cq = {cqa.buffer, cqa.entry_size, cqa.num_entries, cqa.doorbell};
-  pd.max_sq_sge = at.max_sq_sge;
-  pd.max_rq_sge = 1;
-  pd.mtu = at.mtu;
-  pd.max_rdma_size = at.max_rdma_size;
-  pd.caps = ((at.device_caps & backend::kCapRdmaRead) ? PROTO_DEV_RDMA_READ : 0u) |
-            ((at.device_caps & backend::kCapRdmaWrite) ? PROTO_DEV_RDMA_WRITE : 0u) |
-            (ca.with_sgid ? PROTO_DEV_CQ_SGID : 0u);
+  rc = proto::dev_of(qp_, cq_, at, ca.with_sgid, &pd);
+  if (rc) return rc;
   bounce_len_ = proto_bounce_size(&cfg, &pd);
   bounce_ = static_cast<uint8_t*>(std::aligned_alloc(4096, (bounce_len_ + 4095) / 4096 * 4096));
   if (!bounce_) return -ENOMEM;
