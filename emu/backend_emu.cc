@@ -10,7 +10,9 @@
 // to a silent peer waits before it completes with UNRESP_REMOTE. FI_EFA_EMU_ENGINE_THREAD=0 opens
 // devices without an engine thread: only threads that poll or post make progress (manual progress).
 // All of these, and the device's own variables, are read by emu/options_env.h.
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -35,6 +37,17 @@ int device_count() {
   return e.devices;
 }
 
+// The shm fabric of this process, to leave when the process exits: the fabric itself is never
+// destroyed, so its mailboxes and its key's directory would otherwise stay behind.
+pid_t exiting_shm_pid = 0;
+std::atomic<net::ShmFabric*> exiting_shm_fabric{nullptr};  // published after the pid
+
+void leave_shm_fabric_at_exit() {
+  net::ShmFabric* f = exiting_shm_fabric.load(std::memory_order_acquire);
+  // A forked child that exits must not close its parent's mailboxes.
+  if (f != nullptr && getpid() == exiting_shm_pid) f->leave();
+}
+
 // The process-wide fabric FI_EFA_EMU_FABRIC names (null: the in-process fabric), created on
 // first use. *udp is set for the UDP fabric, whose GIDs come from its endpoint.
 int process_fabric(std::shared_ptr<Fabric>* fabric_p, std::shared_ptr<net::UdpFabric>* udp) {
@@ -52,6 +65,9 @@ int process_fabric(std::shared_ptr<Fabric>* fabric_p, std::shared_ptr<net::UdpFa
       std::shared_ptr<net::ShmFabric> s;
       rc = net::ShmFabric::create(net::ShmFabricOptions(), &s);
       if (rc != 0) return rc;
+      exiting_shm_pid = getpid();
+      exiting_shm_fabric.store(s.get(), std::memory_order_release);
+      std::atexit(leave_shm_fabric_at_exit);
       f = s;
     } else if (e.fabric == FabricKind::kUdp) {
       net::UdpFabricOptions o;

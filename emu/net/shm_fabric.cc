@@ -1,6 +1,5 @@
 #include "emu/net/shm_fabric.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -90,134 +89,15 @@ ShmFabric::~ShmFabric() {
   }
   for (const Gid& g : gids) detach(g);
   // No send runs any more: every peer, retired or not, goes with its mapping.
-  // Closing the last descriptor of the senders file's description releases the slot; a forked
-  // child that shares it keeps the slot while it lives, as it keeps our locks.
-  if (senders_fd_ >= 0) {
-    close(senders_fd_);
-    remove_dir_if_unused();
+  bool left;
+  {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    left = left_;
   }
-}
-
-namespace {
-
-// The senders file: slot i is bytes [8i, 8i + 8), write-locked (an open file description lock,
-// released by the kernel when the process dies) by the fabric that owns it and holding that
-// fabric's lock word.
-constexpr int kMaxSenders = 1 << 15;
-constexpr int kSlotShift = 48;
-
-struct flock byte_range(off_t start, off_t len, short type) {
-  struct flock l{};
-  l.l_type = type;
-  l.l_whence = SEEK_SET;
-  l.l_start = start;
-  l.l_len = len;
-  return l;
-}
-
-struct flock slot_range(uint64_t slot, short type) { return byte_range(static_cast<off_t>(slot * 8), 8, type); }
-
-// The byte after the slots: read-locked by a fabric while it takes a slot, write-locked by the
-// last fabric of the key while it removes the directory, so that no fabric takes a slot in a
-// senders file that is being unlinked.
-struct flock guard_range(short type) { return byte_range(off_t{kMaxSenders} * 8, 1, type); }
-
-bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
-
-}  // namespace
-
-int ShmFabric::take_sender_slot() {
-  std::string path = dir_ + "/senders";
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return errno == ENOENT ? -EAGAIN : -errno;  // the directory went meanwhile
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG)) {
-    close(fd);
-    return -EACCES;
-  }
-  struct flock guard = guard_range(F_RDLCK);
-  while (fcntl(fd, F_OFD_SETLKW, &guard) != 0) {
-    if (errno != EINTR) {
-      int err = -errno;
-      close(fd);
-      return err;
-    }
-  }
-  // Unlinked before we held the guard: by the last fabric of the key, leaving (all live fabrics
-  // must share one senders file, whose locks tell them alive).
-  struct stat now;
-  if (stat(path.c_str(), &now) != 0 || !same_file(st, now)) {
-    close(fd);
-    return -EAGAIN;
-  }
-  const int rc = lock_free_slot(fd);
-  guard.l_type = F_UNLCK;
-  fcntl(fd, F_OFD_SETLK, &guard);
-  if (rc != 0) close(fd);
-  return rc;
-}
-
-void ShmFabric::remove_dir_if_unused() {
-  const std::string path = dir_ + "/senders";
-  int fd = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return;
-  struct flock guard = guard_range(F_WRLCK);
-  struct flock slots = byte_range(0, off_t{kMaxSenders} * 8, F_WRLCK);
-  // Nobody taking a slot and no slot held (no fabric of the key lives).
-  if (fcntl(fd, F_OFD_SETLK, &guard) == 0 && fcntl(fd, F_OFD_SETLK, &slots) == 0) {
-    sweep_stale();  // a crashed process's mailbox goes; a live one's keeps the directory
-    struct stat st, now;
-    if (only_senders_left() && fstat(fd, &st) == 0 && stat(path.c_str(), &now) == 0 && same_file(st, now)) {
-      unlink(path.c_str());
-      rmdir(dir_.c_str());  // fails, harmlessly, where a new fabric made its senders file meanwhile
-    }
-  }
-  close(fd);  // releases both locks
-}
-
-bool ShmFabric::only_senders_left() const {
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) return false;
-  bool only = true;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0 &&
-        std::strcmp(e->d_name, "senders") != 0) {
-      only = false;
-      break;
-    }
-  }
-  closedir(d);
-  return only;
-}
-
-int ShmFabric::lock_free_slot(int fd) {
-  for (uint64_t slot = 0; slot < kMaxSenders; ++slot) {
-    struct flock l = slot_range(slot, F_WRLCK);
-    if (fcntl(fd, F_OFD_SETLK, &l) != 0) continue;  // a live fabric's
-    // The slot number keeps the word unique among live fabrics, the random bits tell this owner
-    // of the slot from an earlier one that died holding a mailbox lock.
-    const uint64_t word = ((slot + 1) << kSlotShift) | (sender_id_ & ((uint64_t{1} << kSlotShift) - 1));
-    if (pwrite(fd, &word, sizeof(word), static_cast<off_t>(slot * 8)) != sizeof(word)) {
-      return errno != 0 ? -errno : -EIO;
-    }
-    senders_fd_ = fd;
-    lock_word_ = word;
-    return 0;
-  }
-  return -EUSERS;
-}
-
-bool ShmFabric::sender_alive(uint64_t word) const {
-  const uint64_t slot = (word >> kSlotShift) - 1;
-  if (slot >= kMaxSenders) return false;  // not a word any fabric takes
-  struct flock l = slot_range(slot, F_WRLCK);
-  if (fcntl(senders_fd_, F_OFD_GETLK, &l) != 0) return true;  // cannot tell: wait on
-  if (l.l_type == F_UNLCK) return false;  // nobody holds the slot: its owner died
-  // Held: by the holder, unless a newer fabric took the slot over (that one writes its own word
-  // right after it locks the slot; until then the holder still looks alive, which errs on waiting).
-  uint64_t cur = 0;
-  if (pread(senders_fd_, &cur, sizeof(cur), static_cast<off_t>(slot * 8)) != sizeof(cur)) return true;
-  return cur == word;
+  if (!left) remove_dir_if_unused();
+  // Closing the last descriptor of the senders file's description releases the slot (a forked
+  // child that shares the description keeps it while it lives).
+  if (senders_fd_ >= 0) close(senders_fd_);
 }
 
 int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
@@ -264,37 +144,6 @@ int ShmFabric::lock_mailbox_slow(Mailbox* mb) {
 }
 
 std::string ShmFabric::path_of(const Gid& gid) const { return dir_ + "/" + hex(gid); }
-
-int ShmFabric::sweep_stale() {
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) return 0;
-  int removed = 0;
-  while (dirent* e = readdir(d)) {
-    if (std::strlen(e->d_name) != 32) continue;
-    std::string p = dir_ + "/" + e->d_name;
-    int fd = open(p.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat st;
-    // A file still being created (empty, just made) is not stale; its creator locks it next.
-    if (fstat(fd, &st) != 0) {
-      close(fd);
-      continue;
-    }
-    bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5;
-    if (!fresh && owner_only(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      // Nobody holds the owner lock: the process that created it is gone.
-      struct stat now;
-      if (stat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino) {
-        unlink(p.c_str());
-        ++removed;
-        st_[kStale].fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    close(fd);
-  }
-  closedir(d);
-  return removed;
-}
 
 int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   if (sink == nullptr) return -EINVAL;
@@ -376,7 +225,7 @@ void ShmFabric::detach(const Gid& gid) {
   // Closed first: a sender that still maps this file looks for a successor on its next send.
   // Unlink before unlocking so that no sender mistakes the file for a stale one it must sweep.
   l->mb->closed.store(1, std::memory_order_seq_cst);
-  unlink(l->path.c_str());
+  unlink_if_same(l->path, l->fd);
   munmap(l->mb, l->map_len);
   l->mb = nullptr;
   close(l->fd);

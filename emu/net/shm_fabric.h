@@ -129,6 +129,16 @@ class ShmFabric : public Fabric {
   ShmFabricStats stats() const;
   // Removes mailboxes whose owners died; returns how many.
   int sweep_stale();
+  // For a process that exits with this fabric still in use (the provider keeps its fabric to
+  // the end, since devices may outlive static destructors): its mailboxes close (their files go,
+  // and senders get -EHOSTUNREACH), the key's directory goes unless another fabric of the key
+  // lives, and so do the directories of this user's keys whose processes all died
+  // (sweep_dead_keys). Mappings, threads and the slot stay for whatever still runs until the
+  // process ends. Once only.
+  void leave();
+  // Removes this user's directories of other keys, in the base directory, that no live fabric
+  // holds (killed processes leave theirs); returns how many.
+  int sweep_dead_keys();
 
   struct Mailbox;  // implementation detail, public for the .cc's helpers
   struct Local;
@@ -162,7 +172,6 @@ class ShmFabric : public Fabric {
   int lock_free_slot(int fd);
   // The last fabric of the key leaves no directory behind (mailboxes of live processes keep it).
   void remove_dir_if_unused();
-  bool only_senders_left() const;
   bool sender_alive(uint64_t lock_word) const;
   // The mailbox's producer lock: 0, -ENOBUFS (a live holder kept it past full_timeout_ms) or
   // -ECONNRESET (the mailbox closed meanwhile).
@@ -203,6 +212,7 @@ class ShmFabric : public Fabric {
   // detach returned.
   mutable std::mutex locals_mu_;
   std::map<Gid, std::unique_ptr<Local>> locals_;  // guarded by locals_mu_
+  bool left_ = false;  // leave() ran; guarded by locals_mu_
   // Detached locals, kept (their mailboxes unmapped) until the fabric goes, so that a poller
   // holding a stale rx_hint_ finds a live object whose `consuming` is taken for good.
   std::vector<std::unique_ptr<Local>> retired_;  // guarded by locals_mu_

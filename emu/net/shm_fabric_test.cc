@@ -142,6 +142,85 @@ TEST(ShmFabric, FabricsComingAndGoingShareTheirDirectory) {
   EXPECT_FALSE(exists(dir));
 }
 
+// A process leaving at exit, its fabric still in use: its mailboxes close at once (senders find
+// no successor), it still reaches the others, and the last fabric of the key to leave takes the
+// directory; destroying them afterwards spares the key's next directory.
+TEST(ShmFabric, ALeavingFabricClosesItsMailboxesAndTheLastTakesTheDirectory) {
+  const ShmFabricOptions o = opts("leave");
+  std::shared_ptr<ShmFabric> a, b;
+  TestSink sa, sb;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 1, &sa, &b, 2, &sb));
+  const std::string dir = a->dir();
+  const std::string mailbox_a = dir + "/fe800000000000000274000000000001";
+  ASSERT_TRUE(exists(mailbox_a));
+  a->leave();
+  EXPECT_FALSE(exists(mailbox_a));
+  EXPECT_EQ(b->send(gid_of(1), make_packet(gid_of(2), 1, 64)), -EHOSTUNREACH);
+  EXPECT_TRUE(exists(dir + "/senders"));  // b lives
+  ASSERT_EQ(a->send(gid_of(2), make_packet(gid_of(1), 2, 5000)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  EXPECT_TRUE(packet_ok(sb.take()[0]));
+  b->leave();
+  EXPECT_FALSE(exists(dir));
+  std::shared_ptr<ShmFabric> next;
+  ASSERT_EQ(ShmFabric::create(o, &next), 0);
+  TestSink sn;
+  ASSERT_EQ(next->attach(gid_of(1), &sn), 0);  // the GID a left, in the key's next directory
+  a.reset();
+  b.reset();
+  EXPECT_TRUE(exists(mailbox_a));
+  ASSERT_EQ(ShmFabric::create(o, &b), 0);
+  ASSERT_EQ(b->send(gid_of(1), make_packet(gid_of(2), 3, 64)), 0);
+  ASSERT_EQ(sn.wait_for(1, 10000), 1u);
+}
+
+// Directories of keys whose processes were all killed are swept by a process leaving; those of a
+// live fabric, and one still being made (no senders file yet), stay.
+TEST(ShmFabric, LeavingSweepsTheDirectoriesOfDeadKeys) {
+  ShmFabricOptions o = opts("sweep-keys");
+  o.base_dir = tmp_base() + "/sweep-keys-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(o.base_dir.c_str(), 0700), 0);
+  ShmFabricOptions dead = o, live = o;
+  dead.key += "-dead";
+  live.key += "-live";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::shared_ptr<ShmFabric> c;
+    TestSink s;
+    if (ShmFabric::create(dead, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
+    const std::string& d = c->dir();
+    if (write(ready[1], d.data(), d.size()) != static_cast<ssize_t>(d.size())) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char buf[512];
+  const ssize_t n = read(ready[0], buf, sizeof(buf));
+  ASSERT_GT(n, 0);
+  const std::string dead_dir(buf, static_cast<size_t>(n));
+  close(ready[0]);
+  close(ready[1]);
+  kill(pid, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(exists(dead_dir + "/fe800000000000000274000000000007"));  // the killed child's
+  std::shared_ptr<ShmFabric> l, leaver;
+  TestSink sl;
+  ASSERT_EQ(ShmFabric::create(live, &l), 0);
+  ASSERT_EQ(l->attach(gid_of(8), &sl), 0);
+  const std::string making = o.base_dir + "/xpufab-" + std::to_string(getuid()) + "-0123456789abcdef";
+  ASSERT_EQ(mkdir(making.c_str(), 0700), 0);
+  ASSERT_EQ(ShmFabric::create(o, &leaver), 0);
+  leaver->leave();
+  EXPECT_FALSE(exists(dead_dir));
+  EXPECT_FALSE(exists(leaver->dir()));
+  EXPECT_TRUE(exists(l->dir() + "/fe800000000000000274000000000008"));
+  EXPECT_TRUE(exists(making));
+  EXPECT_EQ(leaver->sweep_dead_keys(), 0);
+}
+
 TEST(ShmFabric, RefusesADirectoryOthersCanEnter) {
   ShmFabricOptions o = opts("perm");
   std::shared_ptr<ShmFabric> a;

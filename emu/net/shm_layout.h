@@ -82,6 +82,15 @@ inline int fence_registered_processes() {
   return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0));
 }
 
+inline bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Unlinks `path` only while it still names the file open as `fd`: a mailbox's name may already
+// belong to a successor's file.
+inline void unlink_if_same(const std::string& path, int fd) {
+  struct stat st, now;
+  if (fstat(fd, &st) == 0 && stat(path.c_str(), &now) == 0 && same_file(st, now)) unlink(path.c_str());
+}
+
 }  // namespace shm_internal
 
 // A fragment record in the ring; `len` data bytes follow, the record is padded to 8 bytes.

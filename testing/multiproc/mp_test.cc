@@ -2,15 +2,18 @@
 // shared-memory fabric, over UDP on loopback and over UDP between two network namespaces joined
 // by a veth pair this test creates (skipped where namespaces cannot be made).
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,11 +53,37 @@ std::pair<int, int> run_pair(const std::string& mode, const std::vector<std::str
   return {ss, cs};
 }
 
+// A directory of the test's own for the shm fabric's files, in place of base_env's.
+std::string own_shm_dir(std::vector<std::string>* env, const std::string& test) {
+  const std::string dir = tmpdir() + "/shm-" + test;
+  mkdir(dir.c_str(), 0700);
+  for (std::string& v : *env) {
+    if (v.rfind("FI_EFA_EMU_SHM_DIR=", 0) == 0) v = "FI_EFA_EMU_SHM_DIR=" + dir;
+  }
+  return dir;
+}
+
+// What a directory holds, but . and ..
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// Programs that exit leave nothing in the shm directory, though the provider never destroys its
+// fabric: each leaves it at exit.
 TEST(MultiProc, ShmAllOpsWithDataVerified) {
   auto env = base_env("shm", "ops");
+  const std::string dir = own_shm_dir(&env, "ops");
   auto r = run_pair("ops", env, env);
   EXPECT_EQ(r.first, 0);
   EXPECT_EQ(r.second, 0);
+  EXPECT_EQ(entries(dir), std::vector<std::string>());
 }
 
 TEST(MultiProc, UdpLoopbackAllOpsWithDataVerified) {
@@ -68,11 +97,14 @@ TEST(MultiProc, UdpLoopbackAllOpsWithDataVerified) {
 
 // The server kills itself after one verified exchange: the client's operations complete with
 // UNRESP_REMOTE / UNREACH_REMOTE (checked by the client) and the client exits cleanly.
+// The survivor, leaving at exit, also takes the killed peer's mailbox and their directory.
 TEST(MultiProc, ShmKilledPeerGivesErrorCompletions) {
   auto env = base_env("shm", "kill");
+  const std::string dir = own_shm_dir(&env, "kill");
   auto r = run_pair("kill", env, env);
   EXPECT_EQ(r.first, 128 + SIGKILL);
   EXPECT_EQ(r.second, 0);
+  EXPECT_EQ(entries(dir), std::vector<std::string>());
 }
 
 TEST(MultiProc, UdpKilledPeerGivesErrorCompletions) {
