@@ -547,6 +547,93 @@ TEST_F(Pair, FlushOnErrorAndDestroy) {
   EXPECT_EQ(c.base.common.req_id, 13);
 }
 
+// Counts the answers that cross it: alone (kResponse) or together (kAnswers).
+class AnswerCountingFabric : public InProcFabric {
+ public:
+  int send(const Gid& dst, Packet&& pkt, uint64_t now_ns) override {
+    if (pkt.type == PacketType::kResponse) ++single;
+    if (pkt.type == PacketType::kAnswers) {
+      ++packets;
+      coalesced += pkt.payload.size() / kAnswerBytes;
+    }
+    return InProcFabric::send(dst, std::move(pkt), now_ns);
+  }
+  std::atomic<int> single{0}, packets{0}, coalesced{0};
+};
+
+class PassThrough : public FaultHooks {
+ public:
+  FaultDecision at(const FaultContext&) override { return FaultDecision(); }
+};
+
+// 150 SENDs served in one pass, 100 finding a receive and 50 none (`hooks` on the responder):
+// reports the answers counted right after that pass, then checks that every send completes OK
+// (the 50 RNR-answered ones once receives came) and every receive lands once.
+void serve_150_sends(const std::shared_ptr<AnswerCountingFabric>& fabric, FaultHooks* hooks,
+                     int* single_after_pass, int* packets_after_pass, int* coalesced_after_pass) {
+  Node a, b;
+  a.open(inline_options(fabric));
+  DeviceOptions ob = inline_options(fabric);
+  ob.faults = hooks;
+  b.open(ob);
+  a.make_qp(0, 256, 1024);
+  b.make_qp(0, 256, 1024);
+  bring_up(a.qp, a.qkey, 7);
+  bring_up(b.qp, b.qkey);
+  Ah* ah = nullptr;
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  for (uint16_t i = 0; i < 100; ++i) b.rq.post(i, {{b.at(i * 64u), 64, b.mr->lkey()}});
+  for (uint32_t i = 0; i < 150; ++i) {
+    Wqe w = send_wqe(static_cast<uint16_t>(i), ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
+    set_inline(&w, &i, sizeof(i));
+    a.sq.write(w, a.sq.pc++);
+  }
+  a.sq.ring();
+  a.dev->step(1024);  // every request leaves in one pass
+  b.dev->step(1024);  // and is served in one
+  *single_after_pass = fabric->single.load();
+  *packets_after_pass = fabric->packets.load();
+  *coalesced_after_pass = fabric->coalesced.load();
+  for (uint16_t i = 100; i < 150; ++i) b.rq.post(i, {{b.at(i * 64u), 64, b.mr->lkey()}});
+  std::set<uint16_t> tx, rx;
+  efa_io_rx_cdesc_ex c;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((tx.size() < 150 || rx.size() < 150) && std::chrono::steady_clock::now() < deadline) {
+    a.dev->step(1024);
+    b.dev->step(1024);
+    while (a.cqr.poll(&c)) {
+      EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+      EXPECT_TRUE(tx.insert(c.base.common.req_id).second);
+    }
+    while (b.cqr.poll(&c)) {
+      EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+      EXPECT_TRUE(rx.insert(c.base.common.req_id).second);
+    }
+  }
+  EXPECT_EQ(tx.size(), 150u);
+  EXPECT_EQ(rx.size(), 150u);
+  EXPECT_GE(a.dev->stats().rnr_retries, 50u);
+  // Counted as the packets they stand for.
+  EXPECT_EQ(a.dev->stats().packets_rx, b.dev->stats().packets_tx);
+}
+
+// The answers a pass makes to one requester travel together, as a NIC acks what it served: 150
+// in 3 packets (64 at most each), RNR naks among them. A fault plan sees every answer alone.
+TEST(Answers, APassAnswersARequesterInFewPackets) {
+  auto fabric = std::make_shared<AnswerCountingFabric>();
+  int single = 0, packets = 0, coalesced = 0;
+  ASSERT_NO_FATAL_FAILURE(serve_150_sends(fabric, nullptr, &single, &packets, &coalesced));
+  EXPECT_EQ(single, 0);
+  EXPECT_EQ(packets, 3);
+  EXPECT_EQ(coalesced, 150);
+  auto faulted = std::make_shared<AnswerCountingFabric>();
+  PassThrough hooks;
+  ASSERT_NO_FATAL_FAILURE(serve_150_sends(faulted, &hooks, &single, &packets, &coalesced));
+  EXPECT_EQ(single, 150);
+  EXPECT_EQ(packets, 0);
+}
+
 class ResponseFault : public FaultHooks {
  public:
   FaultDecision at(const FaultContext& ctx) override {

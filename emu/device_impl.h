@@ -236,12 +236,20 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void send_datagram(TxOp&& op);
   void receive_datagram(Packet& pkt);
   void handle_response(Packet& pkt);
+  // A kAnswers packet's answers, each as handle_response handles a plain one.
+  void handle_answers(const Packet& pkt, int* work);
+  // full: the kResponse itself (data, a reference, a refusal), null for a plain answer.
+  void handle_answer(const Gid& src, uint64_t token, uint8_t status, uint8_t attempt, const Packet* full);
+  // A plain answer of this pass to `dst`, sent with the others to dst at the pass's end
+  // (flush_answers) or once kMaxAnswersPerPacket wait.
+  void queue_answer(const Gid& dst, const AnswerRecord& a);
+  void flush_answers();
   void fire_timers();
   // Retransmission (retransmit.cc, PeerPath in objects.h): arms the op's timeout after a
   // transmission, times the path and fast-retransmits from an answer, and expires a timeout.
   void arm_rto(TxOp* op, uint64_t token);
   void on_answer(TxOp* op, uint8_t attempt);
-  void on_late_answer(const Packet& pkt);
+  void on_late_answer(const Gid& src, uint64_t token, uint8_t attempt);
   void remember_done(const TxOp& op, uint64_t token);
   void sample_rtt(PeerPath* path, uint64_t r);
   void rto_expired(TxOp* op, uint64_t token);
@@ -435,6 +443,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     tx_batch_open_ = true;
     fabric_->batch_begin(&tx_batch_);
   }
+  // Plain answers waiting for the pass's end, per requester. Entries outlive a pass (their
+  // buffers are reused) unless there were many peers.
+  static constexpr size_t kMaxAnswersPerPacket = 64;
+  struct PendingAnswers {
+    Gid dst;
+    uint32_t count = 0;
+    uint8_t bytes[kMaxAnswersPerPacket * kAnswerBytes];  // AnswerRecords
+  };
+  std::vector<PendingAnswers> pending_answers_;
+  size_t answers_hint_ = 0;       // the entry used last
+  bool answers_pending_ = false;  // some entry holds answers
+  void send_answers(PendingAnswers* p);
   // The pass time for Fabric::send (0 on a step clock, which is not the steady clock).
   uint64_t send_now() const { return opt_.step_clock_ns != 0 ? 0 : step_now_; }
   // Packets a fault plan holds back (reordering: released after `left` later packets or at pass

@@ -199,6 +199,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
     }
   }
   fire_timers();
+  if (answers_pending_) flush_answers();
   in_pass_ = false;
   if (tx_batch_open_) {
     tx_batch_open_ = false;
@@ -209,6 +210,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
 }
 
 void DeviceImpl::process_packet(Packet& p, int* work) {
+  if (p.type == PacketType::kAnswers) return handle_answers(p, work);
   bump(kPacketsRx);
   bump(kBytesRx, p.payload.size());
   bool resp = p.type == PacketType::kResponse;
@@ -268,7 +270,7 @@ void DeviceImpl::receive_packets(int* work) {
   for (size_t i = 0; i < work_pkts_.size(); ++i) {
     Packet& p = work_pkts_[i];
     if (opt_.faults != nullptr && i < fresh) {
-      bool resp = p.type == PacketType::kResponse;
+      bool resp = p.type == PacketType::kResponse || p.type == PacketType::kAnswers;
       FaultContext c{FaultPoint::kPacketIn, p.dst_qpn, 0, p.op, resp, 0};
       c.size = static_cast<uint32_t>(p.payload.size());
       c.has_peer = true;

@@ -38,7 +38,34 @@ enum class PacketType : uint8_t {
   kRequest = 1,   // SEND, RDMA WRITE (payload) or RDMA READ (no payload)
   kResponse = 2,  // ack/nak with a completion status; RDMA READ data as payload
   kDatagram = 3,  // UD SEND: never answered, never sent again
+  // Plain answers (a status, no data) from one responder's pass to one requester, as
+  // AnswerRecords in the payload: a NIC acks what it served together, not one packet per request.
+  kAnswers = 4,
 };
+
+// One answer of a kAnswers packet: what the requester reads of a plain kResponse.
+struct AnswerRecord {
+  uint64_t token;
+  uint16_t qpn;  // the requester's QP (the request's src_qpn)
+  uint8_t status;
+  uint8_t attempt;
+};
+// Its bytes in the payload: token, qpn (little-endian), status, attempt.
+constexpr size_t kAnswerBytes = 12;
+inline void put_answer(uint8_t* out, const AnswerRecord& a) {
+  std::memcpy(out, &a.token, 8);
+  std::memcpy(out + 8, &a.qpn, 2);
+  out[10] = a.status;
+  out[11] = a.attempt;
+}
+inline AnswerRecord get_answer(const uint8_t* in) {
+  AnswerRecord a;
+  std::memcpy(&a.token, in, 8);
+  std::memcpy(&a.qpn, in + 8, 2);
+  a.status = in[10];
+  a.attempt = in[11];
+  return a;
+}
 
 // Packet bytes: up to kInline bytes live in the packet itself, so small messages (the common
 // case, a 64-byte protocol header and up to 128 bytes after it included) cost no allocation;

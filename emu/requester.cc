@@ -381,20 +381,36 @@ void DeviceImpl::resend_by_value(TxOp* op, uint64_t token) {
   send_packet(op, token);
 }
 
-void DeviceImpl::handle_response(Packet& pkt) {
-  TxOp* found = find_op(pkt.token);
+void DeviceImpl::handle_response(Packet& pkt) { handle_answer(pkt.src, pkt.token, pkt.status, pkt.attempt, &pkt); }
+
+void DeviceImpl::handle_answers(const Packet& pkt, int* work) {
+  const size_t n = pkt.payload.size() / kAnswerBytes;
+  const uint8_t* d = pkt.payload.data();
+  for (size_t i = 0; i < n; ++i) {
+    const AnswerRecord a = get_answer(d + i * kAnswerBytes);
+    // Counted and traced as the packets they stand for.
+    bump(kPacketsRx);
+    if (EmuQp* qp = qp_by_num(a.qpn)) qp->qs.packets_rx++;
+    if (trace_) tr(TraceKind::kPacketRx, a.qpn, 0, 0, 1, a.status, 0, a.token);
+    ++*work;
+    handle_answer(pkt.src, a.token, a.status, a.attempt, nullptr);
+  }
+}
+
+void DeviceImpl::handle_answer(const Gid& src, uint64_t token, uint8_t status, uint8_t attempt,
+                               const Packet* full) {
+  TxOp* found = find_op(token);
   if (found == nullptr) {  // flushed, timed out or a duplicate answer
-    on_late_answer(pkt);
+    on_late_answer(src, token, attempt);
     return;
   }
   TxOp& op = *found;
-  on_answer(&op, pkt.attempt);
-  if (!have_last_peer_ || !gid_equal(last_peer_, pkt.src)) {
-    responded_peers_.insert(pkt.src);
-    last_peer_ = pkt.src;
+  on_answer(&op, attempt);
+  if (!have_last_peer_ || !gid_equal(last_peer_, src)) {
+    responded_peers_.insert(src);
+    last_peer_ = src;
     have_last_peer_ = true;
   }
-  uint8_t status = pkt.status;
   if (status == EFA_IO_COMP_STATUS_REMOTE_ERROR_RNR) {
     op.qp->qs.rnr_naks_rx++;
     uint8_t retry = op.qp->rnr_retry;
@@ -402,36 +418,38 @@ void DeviceImpl::handle_response(Packet& pkt) {
       op.rnr_tries++;
       op.state = OpState::kRnrWait;
       op.deadline_ns = step_now_ + rnr_delay_ns(op.rnr_tries);
-      arm_timer(pkt.token, op.deadline_ns);
+      arm_timer(token, op.deadline_ns);
       return;
     }
   }
-  if (pkt.copy_refused || (pkt.ref.pid != 0 && op.pkt.ref.pid == 0)) {
+  const bool by_ref = full != nullptr && full->ref.pid != 0;
+  if ((full != nullptr && full->copy_refused) || (by_ref && op.pkt.ref.pid == 0)) {
     // Refused: send the bytes instead. An answer by reference to a request that no longer
     // offered one is a duplicate from before the fallback: the answer by value is on its way.
-    if (op.pkt.ref.pid != 0) resend_by_value(&op, pkt.token);
+    if (op.pkt.ref.pid != 0) resend_by_value(&op, token);
     return;
   }
   if (!known_status(status)) status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
   if (status == EFA_IO_COMP_STATUS_OK && op.op == EFA_IO_RDMA_READ) {
-    if (pkt.ref.pid != 0 && pkt.payload.empty()) {
+    const size_t got = full != nullptr ? full->payload.size() : 0;
+    if (by_ref && got == 0) {
       // Answered by reference: the data is copied out of the responder's memory now.
-      if (op.pkt.length != 0 && fabric_->copy_peer(pkt.ref, pkt.ref_addr, op.read_dst, op.pkt.length) != 0) {
+      if (op.pkt.length != 0 && fabric_->copy_peer(full->ref, full->ref_addr, op.read_dst, op.pkt.length) != 0) {
         bump(kOneCopyRefused);
-        return resend_by_value(&op, pkt.token);
+        return resend_by_value(&op, token);
       }
       bump(kOneCopyBytes, op.pkt.length);
-    } else if (pkt.payload.size() != op.pkt.length) {
+    } else if (got != op.pkt.length) {
       status = EFA_IO_COMP_STATUS_REMOTE_ERROR_BAD_STATUS;
-    } else if (!pkt.payload.empty()) {
-      std::memcpy(op.read_dst, pkt.payload.data(), pkt.payload.size());
+    } else if (got != 0) {
+      std::memcpy(op.read_dst, full->payload.data(), got);
     }
   }
   EmuQp* qp = op.qp;
   qp->outstanding--;
-  remember_done(op, pkt.token);
+  remember_done(op, token);
   complete_tx(qp, op.req_id, op.req_id_ex, op.op, status, op.comp_req);
-  erase_op(pkt.token);
+  erase_op(token);
 }
 
 }  // namespace emu

@@ -156,14 +156,14 @@ void DeviceImpl::remember_done(const TxOp& op, uint64_t token) {
   std::memcpy(d.sent_at, op.sent_at, sizeof(d.sent_at));
 }
 
-void DeviceImpl::on_late_answer(const Packet& pkt) {
-  auto it = paths_.find(pkt.src);
+void DeviceImpl::on_late_answer(const Gid& src, uint64_t token, uint8_t attempt) {
+  auto it = paths_.find(src);
   if (it == paths_.end()) return;
   PeerPath* path = &it->second;
   for (const PeerPath::Done& d : path->done) {
-    if (d.token != pkt.token || d.attempts == 0) continue;
+    if (d.token != token || d.attempts == 0) continue;
     uint32_t last = d.attempts - 1;
-    uint32_t back = (last - pkt.attempt) & 63;
+    uint32_t back = (last - attempt) & 63;
     // Only an earlier transmission than the one that completed the op teaches anything.
     if (back != 0 && back < 4 && back <= last && step_now_ >= d.sent_at[(last - back) & 3]) {
       sample_rtt(path, step_now_ - d.sent_at[(last - back) & 3]);

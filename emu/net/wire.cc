@@ -146,7 +146,7 @@ namespace {
 inline int decode_fields(const uint8_t* in, Packet* pkt, uint64_t* payload_size) {
   if (in[0] != static_cast<uint8_t>(PacketType::kRequest) &&
       in[0] != static_cast<uint8_t>(PacketType::kResponse) &&
-      in[0] != static_cast<uint8_t>(PacketType::kDatagram)) {
+      in[0] != static_cast<uint8_t>(PacketType::kDatagram) && in[0] != static_cast<uint8_t>(PacketType::kAnswers)) {
     return -EBADMSG;
   }
   uint64_t n = get32(in + kOffPayload);
