@@ -77,7 +77,14 @@ class Payload {
  public:
   static constexpr size_t kInline = 192;
   Payload() = default;
-  Payload(const Payload& o) { assign(o.data(), o.data() + o.size_); }
+  Payload(const Payload& o) {
+    if (o.ext_ == nullptr && !o.big_) {  // inline bytes (most packets): one copy, no checks
+      size_ = o.size_;
+      std::memcpy(small_, o.small_, size_);
+    } else {
+      assign(o.data(), o.data() + o.size_);
+    }
+  }
   Payload(Payload&& o) noexcept { take(std::move(o)); }
   Payload& operator=(const Payload& o) {
     if (this != &o) assign(o.data(), o.data() + o.size_);

@@ -104,6 +104,28 @@ TEST(Reassembler, OneFragmentAndOutOfOrderFragments) {
   EXPECT_EQ(r.partial(), 0u);
 }
 
+// Coalesced answers cross the wire as any packet, their records intact.
+TEST(Reassembler, AnswersPacketsKeepTheirRecords) {
+  Packet in;
+  in.type = PacketType::kAnswers;
+  in.src = Gid{4, 5, 6};
+  const AnswerRecord recs[2] = {{0x1122334455667788ull, 0x1234, 13, 63}, {7, 1, 0, 0}};
+  in.payload.resize(2 * kAnswerBytes);
+  for (int i = 0; i < 2; ++i) put_answer(in.payload.data() + i * kAnswerBytes, recs[i]);
+  auto bytes = serialize(in);
+  Reassembler r;
+  Packet out;
+  ASSERT_EQ(r.add(1, 1, bytes.size(), 0, bytes.data(), bytes.size(), &out), 1);
+  expect_same(in, out);
+  for (int i = 0; i < 2; ++i) {
+    const AnswerRecord a = get_answer(out.payload.data() + i * kAnswerBytes);
+    EXPECT_EQ(a.token, recs[i].token);
+    EXPECT_EQ(a.qpn, recs[i].qpn);
+    EXPECT_EQ(a.status, recs[i].status);
+    EXPECT_EQ(a.attempt, recs[i].attempt);
+  }
+}
+
 TEST(Reassembler, RejectsMalformedInput) {
   Reassembler r;
   Packet out;
