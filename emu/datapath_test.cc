@@ -618,15 +618,46 @@ void serve_150_sends(const std::shared_ptr<AnswerCountingFabric>& fabric, FaultH
   EXPECT_EQ(a.dev->stats().packets_rx, b.dev->stats().packets_tx);
 }
 
-// The answers a pass makes to one requester travel together, as a NIC acks what it served: 150
-// in 3 packets (64 at most each), RNR naks among them. A fault plan sees every answer alone.
+// The answers a pass makes to one requester travel together, as a NIC acks what it served: of
+// 150, the first at once and the others in 3 packets (64 at most each), RNR naks among them; a
+// lone one as a plain response. A fault plan sees every answer alone.
 TEST(Answers, APassAnswersARequesterInFewPackets) {
   auto fabric = std::make_shared<AnswerCountingFabric>();
   int single = 0, packets = 0, coalesced = 0;
   ASSERT_NO_FATAL_FAILURE(serve_150_sends(fabric, nullptr, &single, &packets, &coalesced));
-  EXPECT_EQ(single, 0);
+  EXPECT_EQ(single, 1);
   EXPECT_EQ(packets, 3);
-  EXPECT_EQ(coalesced, 150);
+  EXPECT_EQ(coalesced, 149);
+  // Two answers in a pass: the first at once, the second alone at the pass's end, each as a
+  // plain response.
+  auto lone = std::make_shared<AnswerCountingFabric>();
+  Node a, b;
+  a.open(inline_options(lone));
+  b.open(inline_options(lone));
+  a.make_qp();
+  b.make_qp();
+  bring_up(a.qp, a.qkey);
+  bring_up(b.qp, b.qkey);
+  Ah* ah = nullptr;
+  Gid gb = b.dev->gid();
+  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  for (uint16_t i = 0; i < 2; ++i) {
+    b.rq.post(i, {{b.at(i * 64u), 64, b.mr->lkey()}});
+    Wqe w = send_wqe(static_cast<uint16_t>(5 + i), ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
+    set_inline(&w, "hi", 2);
+    a.sq.write(w, a.sq.pc++);
+  }
+  a.sq.ring();
+  a.dev->step(64);
+  b.dev->step(64);
+  EXPECT_EQ(lone->single.load(), 2);
+  EXPECT_EQ(lone->packets.load(), 0);
+  for (uint16_t i = 0; i < 2; ++i) {
+    efa_io_rx_cdesc_ex c;
+    ASSERT_TRUE(wait_cqe({a.dev.get(), b.dev.get()}, &a.cqr, &c));
+    EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_OK);
+    EXPECT_EQ(c.base.common.req_id, 5 + i);
+  }
   auto faulted = std::make_shared<AnswerCountingFabric>();
   PassThrough hooks;
   ASSERT_NO_FATAL_FAILURE(serve_150_sends(faulted, &hooks, &single, &packets, &coalesced));

@@ -453,6 +453,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   };
   std::vector<PendingAnswers> pending_answers_;
   size_t answers_hint_ = 0;       // the entry used last
+  uint32_t answers_in_pass_ = 0;  // answers this pass made so far
   bool answers_pending_ = false;  // some entry holds answers
   void send_answers(PendingAnswers* p);
   // The pass time for Fabric::send (0 on a step clock, which is not the steady clock).

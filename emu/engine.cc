@@ -169,6 +169,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
   (void)last_caller_ns_.load(std::memory_order_acquire);  // see progress()
   ++pass_;
+  answers_in_pass_ = 0;
   step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns();
   bump(kSteps);
   int work = 0;

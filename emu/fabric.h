@@ -49,14 +49,17 @@ struct AnswerRecord {
   uint16_t qpn;  // the requester's QP (the request's src_qpn)
   uint8_t status;
   uint8_t attempt;
+  uint8_t op;  // the request's
 };
-// Its bytes in the payload: token, qpn (little-endian), status, attempt.
-constexpr size_t kAnswerBytes = 12;
+// Its bytes in the payload: token, qpn (little-endian), status, attempt, op, 3 zero bytes.
+constexpr size_t kAnswerBytes = 16;
 inline void put_answer(uint8_t* out, const AnswerRecord& a) {
   std::memcpy(out, &a.token, 8);
   std::memcpy(out + 8, &a.qpn, 2);
   out[10] = a.status;
   out[11] = a.attempt;
+  out[12] = a.op;
+  out[13] = out[14] = out[15] = 0;
 }
 inline AnswerRecord get_answer(const uint8_t* in) {
   AnswerRecord a;
@@ -64,6 +67,7 @@ inline AnswerRecord get_answer(const uint8_t* in) {
   std::memcpy(&a.qpn, in + 8, 2);
   a.status = in[10];
   a.attempt = in[11];
+  a.op = in[12];
   return a;
 }
 

@@ -391,7 +391,7 @@ void DeviceImpl::handle_answers(const Packet& pkt, int* work) {
     // Counted and traced as the packets they stand for.
     bump(kPacketsRx);
     if (EmuQp* qp = qp_by_num(a.qpn)) qp->qs.packets_rx++;
-    if (trace_) tr(TraceKind::kPacketRx, a.qpn, 0, 0, 1, a.status, 0, a.token);
+    if (trace_) tr(TraceKind::kPacketRx, a.qpn, 0, a.op, 1, a.status, 0, a.token);
     ++*work;
     handle_answer(pkt.src, a.token, a.status, a.attempt, nullptr);
   }

@@ -74,9 +74,20 @@ void DeviceImpl::queue_answer(const Gid& dst, const AnswerRecord& a) {
 
 void DeviceImpl::send_answers(PendingAnswers* p) {
   Packet out;
-  out.type = PacketType::kAnswers;
   out.src = gid_;
-  out.payload.assign(p->bytes, p->bytes + size_t{p->count} * kAnswerBytes);
+  if (p->count == 1) {
+    // Alone (a ping-pong's): as a plain answer, which costs the requester no records to read.
+    const AnswerRecord a = get_answer(p->bytes);
+    out.type = PacketType::kResponse;
+    out.op = a.op;
+    out.status = a.status;
+    out.attempt = a.attempt;
+    out.token = a.token;
+    out.dst_qpn = a.qpn;
+  } else {
+    out.type = PacketType::kAnswers;
+    out.payload.assign(p->bytes, p->bytes + size_t{p->count} * kAnswerBytes);
+  }
   p->count = 0;
   open_tx_batch();
   // Lost on the way back: the requesters retransmit and get the remembered answers.
@@ -176,10 +187,11 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
       tr(TraceKind::kPacketTx, pkt.dst_qpn, 0, pkt.op, 1, resp.status,
          static_cast<uint32_t>(resp.payload.size()), pkt.token);
     }
-    // A fault plan or a trace sees every answer travel alone.
-    if (in_pass_ && opt_.faults == nullptr && trace_ == nullptr && resp.payload.empty() && resp.ref.pid == 0 &&
-        !resp.copy_refused) {
-      queue_answer(pkt.src, AnswerRecord{pkt.token, pkt.src_qpn, resp.status, pkt.attempt});
+    // The pass's first answer leaves at once (a ping-pong's only one), later plain ones wait for
+    // the pass's end to travel together. A fault plan or a trace sees every answer alone.
+    if (answers_in_pass_++ != 0 && in_pass_ && opt_.faults == nullptr && trace_ == nullptr &&
+        resp.payload.empty() && resp.ref.pid == 0 && !resp.copy_refused) {
+      queue_answer(pkt.src, AnswerRecord{pkt.token, pkt.src_qpn, resp.status, pkt.attempt, pkt.op});
       return;
     }
     open_tx_batch();

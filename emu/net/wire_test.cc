@@ -109,7 +109,7 @@ TEST(Reassembler, AnswersPacketsKeepTheirRecords) {
   Packet in;
   in.type = PacketType::kAnswers;
   in.src = Gid{4, 5, 6};
-  const AnswerRecord recs[2] = {{0x1122334455667788ull, 0x1234, 13, 63}, {7, 1, 0, 0}};
+  const AnswerRecord recs[2] = {{0x1122334455667788ull, 0x1234, 13, 63, 4}, {7, 1, 0, 0, 0}};
   in.payload.resize(2 * kAnswerBytes);
   for (int i = 0; i < 2; ++i) put_answer(in.payload.data() + i * kAnswerBytes, recs[i]);
   auto bytes = serialize(in);
@@ -123,6 +123,7 @@ TEST(Reassembler, AnswersPacketsKeepTheirRecords) {
     EXPECT_EQ(a.qpn, recs[i].qpn);
     EXPECT_EQ(a.status, recs[i].status);
     EXPECT_EQ(a.attempt, recs[i].attempt);
+    EXPECT_EQ(a.op, recs[i].op);
   }
 }
 
