@@ -17,6 +17,19 @@ namespace emu {
 namespace testing {
 namespace {
 
+// Two nodes with a QP each (SQ/RQ `depth`, CQ `cq_entries`), brought up, and A's AH to B.
+void open_nodes(const DeviceOptions& oa, const DeviceOptions& ob, Node* a, Node* b, Ah** ah_ab,
+                uint32_t depth = 64, uint32_t cq_entries = 256) {
+  a->open(oa);
+  b->open(ob);
+  a->make_qp(0, depth, cq_entries);
+  b->make_qp(0, depth, cq_entries);
+  bring_up(a->qp, a->qkey);
+  bring_up(b->qp, b->qkey);
+  Gid gb = b->dev->gid();
+  ASSERT_EQ(a->dev->create_ah(a->pd, gb.data(), ah_ab), 0);
+}
+
 class Pair : public ::testing::Test {
  protected:
   void open(const char* profile_a = "gen4", const char* profile_b = "gen4", uint32_t flags_b = 0) {
@@ -365,15 +378,8 @@ TEST(EngineThread, ArmingACqEndsTheCallersPark) {
   o.park_us = 60u * 1000 * 1000;
   o.idle_sleep_max_us = 200;
   Node a, b;
-  a.open(o);
-  b.open(o);
-  a.make_qp();
-  b.make_qp();
-  bring_up(a.qp, a.qkey);
-  bring_up(b.qp, b.qkey);
   Ah* ah = nullptr;
-  Gid gb = b.dev->gid();
-  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  ASSERT_NO_FATAL_FAILURE(open_nodes(o, o, &a, &b, &ah));
   b.rq.post(4, {{b.at(0), 8, b.mr->lkey()}});
   a.dev->progress(64);
   b.dev->progress(64);
@@ -572,17 +578,10 @@ class PassThrough : public FaultHooks {
 void serve_150_sends(const std::shared_ptr<AnswerCountingFabric>& fabric, FaultHooks* hooks,
                      int* single_after_pass, int* packets_after_pass, int* coalesced_after_pass) {
   Node a, b;
-  a.open(inline_options(fabric));
   DeviceOptions ob = inline_options(fabric);
   ob.faults = hooks;
-  b.open(ob);
-  a.make_qp(0, 256, 1024);
-  b.make_qp(0, 256, 1024);
-  bring_up(a.qp, a.qkey, 7);
-  bring_up(b.qp, b.qkey);
   Ah* ah = nullptr;
-  Gid gb = b.dev->gid();
-  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  ASSERT_NO_FATAL_FAILURE(open_nodes(inline_options(fabric), ob, &a, &b, &ah, 256, 1024));
   for (uint16_t i = 0; i < 100; ++i) b.rq.post(i, {{b.at(i * 64u), 64, b.mr->lkey()}});
   for (uint32_t i = 0; i < 150; ++i) {
     Wqe w = send_wqe(static_cast<uint16_t>(i), ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);
@@ -632,15 +631,8 @@ TEST(Answers, APassAnswersARequesterInFewPackets) {
   // plain response.
   auto lone = std::make_shared<AnswerCountingFabric>();
   Node a, b;
-  a.open(inline_options(lone));
-  b.open(inline_options(lone));
-  a.make_qp();
-  b.make_qp();
-  bring_up(a.qp, a.qkey);
-  bring_up(b.qp, b.qkey);
   Ah* ah = nullptr;
-  Gid gb = b.dev->gid();
-  ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah), 0);
+  ASSERT_NO_FATAL_FAILURE(open_nodes(inline_options(lone), inline_options(lone), &a, &b, &ah));
   for (uint16_t i = 0; i < 2; ++i) {
     b.rq.post(i, {{b.at(i * 64u), 64, b.mr->lkey()}});
     Wqe w = send_wqe(static_cast<uint16_t>(5 + i), ah->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);

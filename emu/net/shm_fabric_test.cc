@@ -84,6 +84,30 @@ bool exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// A child process with a fabric of `o` and gid_of(7) attached, which waits to be killed; *dir
+// is its fabric's directory. -1 when it could not be started.
+pid_t child_with_mailbox(const ShmFabricOptions& o, std::string* dir) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::shared_ptr<ShmFabric> c;
+    TestSink s;
+    if (ShmFabric::create(o, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
+    const std::string& d = c->dir();
+    if (write(ready[1], d.data(), d.size()) != static_cast<ssize_t>(d.size())) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char buf[512];
+  const ssize_t n = pid > 0 ? read(ready[0], buf, sizeof(buf)) : -1;
+  close(ready[0]);
+  close(ready[1]);
+  if (n <= 0) return -1;
+  dir->assign(buf, static_cast<size_t>(n));
+  return pid;
+}
+
 // A key's directory lives while a fabric of the key does, or a live process's mailbox: the last
 // fabric to go removes it, so that jobs with keys of their own leave nothing behind.
 TEST(ShmFabric, TheLastFabricOfAKeyRemovesItsDirectory) {
@@ -183,25 +207,9 @@ TEST(ShmFabric, LeavingSweepsTheDirectoriesOfDeadKeys) {
   ShmFabricOptions dead = o, live = o;
   dead.key += "-dead";
   live.key += "-live";
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::shared_ptr<ShmFabric> c;
-    TestSink s;
-    if (ShmFabric::create(dead, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
-    const std::string& d = c->dir();
-    if (write(ready[1], d.data(), d.size()) != static_cast<ssize_t>(d.size())) _exit(1);
-    pause();
-    _exit(0);
-  }
-  char buf[512];
-  const ssize_t n = read(ready[0], buf, sizeof(buf));
-  ASSERT_GT(n, 0);
-  const std::string dead_dir(buf, static_cast<size_t>(n));
-  close(ready[0]);
-  close(ready[1]);
+  std::string dead_dir;
+  const pid_t pid = child_with_mailbox(dead, &dead_dir);
+  ASSERT_GT(pid, 0);
   kill(pid, SIGKILL);
   int status;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -236,21 +244,9 @@ TEST(ShmFabric, RefusesADirectoryOthersCanEnter) {
 // unreachable and its mailbox is removed.
 TEST(ShmFabric, DeadOwnerIsDetectedAndSwept) {
   ShmFabricOptions o = opts("dead");
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::shared_ptr<ShmFabric> c;
-    TestSink s;
-    if (ShmFabric::create(o, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
-    char x = 1;
-    if (write(ready[1], &x, 1) != 1) _exit(1);
-    pause();
-    _exit(0);
-  }
-  char x;
-  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  std::string dir;
+  const pid_t pid = child_with_mailbox(o, &dir);
+  ASSERT_GT(pid, 0);
   std::shared_ptr<ShmFabric> a;
   ASSERT_EQ(ShmFabric::create(o, &a), 0);
   ASSERT_EQ(a->send(gid_of(7), make_packet(gid_of(1), 1, 10)), 0);  // alive: accepted
@@ -269,8 +265,6 @@ TEST(ShmFabric, DeadOwnerIsDetectedAndSwept) {
   // The GID can be taken again.
   TestSink s;
   EXPECT_EQ(a->attach(gid_of(7), &s), 0);
-  close(ready[0]);
-  close(ready[1]);
 }
 
 // A producer killed while it holds a mailbox's lock, its record half written: other producers
