@@ -49,9 +49,13 @@ using xpufab::peer::Clock;
 using xpufab::peer::Endpoint;
 
 constexpr size_t kBig = 1u << 20;
-// Buffer layout: [0, kBig) is where peers write and send to, [kBig, 2 kBig) what this side sends.
+// Buffer layout: [0, kBig) is where peers send to, [kBig, 2 kBig) what this side sends, and
+// [2 kBig, 3 kBig) where peers write, apart from both as fi_pingpong keeps its receive and send
+// buffers apart (a write landing where the peer sends from next would move every line it wrote
+// between the cores, which no peer benchmark pays).
 constexpr size_t kTarget = 0;
 constexpr size_t kSource = kBig;
+constexpr size_t kWriteTarget = 2 * kBig;
 
 // ---------------------------------------------------------------- peer side
 
@@ -195,7 +199,7 @@ void run_pingpong(Group& g, int iters, int witers) {
   }
   // 1 MiB writes, one each way per round, each announced by a 64 B send.
   const double sec = xpufab::peer::write_pingpong(g.ep, g.s, g.peers[other], g.addrs[other], kBig,
-                                                  kSource, kSource, witers);
+                                                  kSource, kWriteTarget, witers);
   const double mbs = 2.0 * witers * kBig / sec / 1e6;
   if (g.s.rank() != 0) std::printf("RESULT latency_us %.3f bandwidth_MBps %.1f\n", us, mbs);
   std::fflush(stdout);
@@ -307,7 +311,7 @@ int peer_main(int argc, char** argv) {
   xpufab::oob::Session s;
   PEER_CHECK(s.open(o) == 0);
   xpufab::peer::EndpointOptions eo;
-  eo.buffer_bytes = 2 * kBig;
+  eo.buffer_bytes = 3 * kBig;
   eo.cq_size = 4096;
   // Idle endpoints share the CQ: the figure is about QPs on the device, not CQs to drain.
   eo.extra_eps = mode == "pingpong" ? arg : 0;
