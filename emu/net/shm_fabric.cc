@@ -293,7 +293,6 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
       static_cast<uint64_t>(st.st_size) < kRingOffset + 65536) {
     return -EHOSTUNREACH;
   }
-  peer->ino = st.st_ino;
   void* m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return -EHOSTUNREACH;
   peer->mb = static_cast<Mailbox*>(m);
@@ -340,9 +339,7 @@ bool ShmFabric::probe_peer(Peer* p, uint64_t t) {
 }
 
 void ShmFabric::drop_peer(const Gid& dst, Peer* p) {
-  std::string path = path_of(dst);
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && st.st_ino == p->ino) unlink(path.c_str());
+  unlink_if_same(path_of(dst), p->fd);
   st_[kDead].fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);

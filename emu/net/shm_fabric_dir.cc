@@ -96,11 +96,7 @@ int sweep_dead_mailboxes(const std::string& dir) {
     bool fresh = st.st_size == 0 && time(nullptr) - st.st_ctime < 5;
     if (!fresh && owner_only(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // Nobody holds the owner lock: the process that created it is gone.
-      struct stat now;
-      if (stat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino) {
-        unlink(p.c_str());
-        ++removed;
-      }
+      if (unlink_if_same(p, fd)) ++removed;
     }
     close(fd);
   }

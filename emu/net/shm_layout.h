@@ -85,10 +85,10 @@ inline int fence_registered_processes() {
 inline bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
 // Unlinks `path` only while it still names the file open as `fd`: a mailbox's name may already
-// belong to a successor's file.
-inline void unlink_if_same(const std::string& path, int fd) {
+// belong to a successor's file. Whether it did.
+inline bool unlink_if_same(const std::string& path, int fd) {
   struct stat st, now;
-  if (fstat(fd, &st) == 0 && stat(path.c_str(), &now) == 0 && same_file(st, now)) unlink(path.c_str());
+  return fstat(fd, &st) == 0 && stat(path.c_str(), &now) == 0 && same_file(st, now) && unlink(path.c_str()) == 0;
 }
 
 }  // namespace shm_internal
@@ -210,7 +210,6 @@ struct ShmFabric::Peer {
   int fd = -1;
   Mailbox* mb = nullptr;
   size_t map_len = 0;
-  ino_t ino = 0;
   uint64_t capacity = 0;  // the ring's, checked when the mailbox was opened
   // The consumer's head as last read, under the mailbox's lock: a lower bound of the real one, so
   // a record that fits below it fits, and the head's line (the consumer writes it at every drain)

@@ -497,18 +497,23 @@ void ratio_row(const char* what, double a, double b, double target, bool le) {
               met ? "MET" : "MISSED");
 }
 
-// Of what a figure read in each run: the median, the lowest, the highest (-1, failed, where any
-// run failed).
-double median(std::vector<double> v) {
-  if (v.empty() || *std::min_element(v.begin(), v.end()) < 0) return -1;
+// Of what a figure read in each run, sorted: the median, the lowest, the highest (-1, failed,
+// where any run failed).
+std::vector<double> sorted(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v;
+}
+double median(const std::vector<double>& v) {
+  const auto s = sorted(v);
+  return s.empty() || s.front() < 0 ? -1 : s[s.size() / 2];
 }
 double lowest(const std::vector<double>& v) {
-  return v.empty() || *std::min_element(v.begin(), v.end()) < 0 ? -1 : *std::min_element(v.begin(), v.end());
+  const auto s = sorted(v);
+  return s.empty() || s.front() < 0 ? -1 : s.front();
 }
 double highest(const std::vector<double>& v) {
-  return v.empty() || *std::min_element(v.begin(), v.end()) < 0 ? -1 : *std::max_element(v.begin(), v.end());
+  const auto s = sorted(v);
+  return s.empty() || s.front() < 0 ? -1 : s.back();
 }
 
 std::string joined(const std::vector<double>& v) {
@@ -535,29 +540,28 @@ int driver_main(bool quick) {
 
   PpResult tcp64 = fi_pingpong("tcp", 64, iters / 2);
   PpResult tcp1m = fi_pingpong("tcp", kBig, witers / 2);
-  std::vector<double> shm_lats, shm_bws, emu_lats, emu_lates, emu_bws, helper_pcts, helper_wakes;
-  std::vector<double> engine_pcts, engine_wakes, rx_pcts, rx_wakes;
+  std::vector<double> shm_lats, shm_bws;
+  std::vector<std::string> emu_outs;  // each run's RESULT lines
   std::vector<std::string> pp_env = {"BENCH_ITERS=" + std::to_string(iters),
                                      "BENCH_WITERS=" + std::to_string(witers)};
   for (int r = 0; r < runs; ++r) {
     shm_lats.push_back(fi_pingpong("shm", 64, iters).lat_us);
     shm_bws.push_back(fi_pingpong("shm", kBig, witers).bw_mbs);
-    const std::string out = run_peers("pingpong", 2, 0, 1, 120, pp_env, &ok);
-    emu_lats.push_back(field(out, "posted_lat_us"));
-    emu_lates.push_back(field(out, "latency_us"));
-    emu_bws.push_back(field(out, "bandwidth_MBps"));
-    helper_pcts.push_back(field(out, "helper_cpu_percent"));
-    helper_wakes.push_back(field(out, "helper_wakeups_per_s"));
-    engine_pcts.push_back(field(out, "engine_cpu_percent"));
-    engine_wakes.push_back(field(out, "engine_wakeups_per_s"));
-    rx_pcts.push_back(field(out, "rx_cpu_percent"));
-    rx_wakes.push_back(field(out, "rx_wakeups_per_s"));
+    emu_outs.push_back(run_peers("pingpong", 2, 0, 1, 120, pp_env, &ok));
   }
+  // What one RESULT field read in each run.
+  auto per_run = [&emu_outs](const char* name) {
+    std::vector<double> v;
+    for (const std::string& out : emu_outs) v.push_back(field(out, name));
+    return v;
+  };
   PpResult shm64, shm1m;
   shm64.lat_us = lowest(shm_lats);
   shm1m.bw_mbs = highest(shm_bws);
-  const double emu_lat = lowest(emu_lats), emu_bw = highest(emu_bws), emu_lat_late = lowest(emu_lates);
-  const double helper_pct = median(helper_pcts), helper_wakeups = median(helper_wakes);
+  const std::vector<double> emu_lats = per_run("posted_lat_us"), emu_bws = per_run("bandwidth_MBps");
+  const double emu_lat = lowest(emu_lats), emu_bw = highest(emu_bws), emu_lat_late = lowest(per_run("latency_us"));
+  const double helper_pct = median(per_run("helper_cpu_percent"));
+  const double helper_wakeups = median(per_run("helper_wakeups_per_s"));
   bool ok1000 = true;
   std::vector<std::string> env1000 = {"BENCH_ITERS=" + std::to_string(iters / 2), "BENCH_WITERS=1"};
   std::string out1000 = run_peers("pingpong", 2, 1000, 1, 120, env1000, &ok1000);
@@ -582,10 +586,10 @@ int driver_main(bool quick) {
   row("idle device CPU", idle_pct, "% of a core");
   row("engine + receive threads during the ping-pong", helper_pct, "% of a core");
   row("  their wakeups", helper_wakeups, "per s");
-  row("  engine thread", median(engine_pcts), "% of a core");
-  row("  engine thread wakeups", median(engine_wakes), "per s");
-  row("  shm receive thread", median(rx_pcts), "% of a core");
-  row("  shm receive thread wakeups", median(rx_wakes), "per s");
+  row("  engine thread", median(per_run("engine_cpu_percent")), "% of a core");
+  row("  engine thread wakeups", median(per_run("engine_wakeups_per_s")), "per s");
+  row("  shm receive thread", median(per_run("rx_cpu_percent")), "% of a core");
+  row("  shm receive thread wakeups", median(per_run("rx_wakeups_per_s")), "per s");
   if (runs > 1) {
     std::printf("\nper run: shm 64 B latency %s us; emulated %s us\n", joined(shm_lats).c_str(),
                 joined(emu_lats).c_str());
