@@ -63,7 +63,7 @@ for h in atomics.h check.h cntr.h cq.h efa_xpu.h handles.h post.h proto_ep.h tag
 done
 soname=libfabric.so.1
 rm -f "$prefix/lib/libxpufab.so" "$prefix/lib/$soname"
-if command -v objcopy >/dev/null && readelf -S "$lib" | grep -q '\.debug_info'; then
+if command -v objcopy >/dev/null && grep -q '\.debug_info' <<<"$(readelf -S "$lib")"; then
   # The debug info goes beside the library, where gdb looks for a debug link's target.
   mkdir -p "$prefix/lib/.debug"
   objcopy --only-keep-debug "$lib" "$prefix/lib/.debug/$soname.debug"

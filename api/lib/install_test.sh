@@ -18,9 +18,10 @@ done
 # compiled.
 debug="$prefix/lib/.debug/libfabric.so.1.debug"
 [ -f "$debug" ] || { echo "missing $debug"; exit 1; }
-readelf -S "$prefix/lib/libfabric.so.1" | grep -q '\.debug_info' &&
+# Checks read captured output: under pipefail, grep -q leaving a pipe early fails the pipe.
+grep -q '\.debug_info' <<<"$(readelf -S "$prefix/lib/libfabric.so.1")" &&
   { echo "lib/libfabric.so.1 still carries its debug info"; exit 1; }
-readelf --string-dump=.gnu_debuglink "$prefix/lib/libfabric.so.1" | grep -qF libfabric.so.1.debug ||
+grep -qF libfabric.so.1.debug <<<"$(readelf --string-dump=.gnu_debuglink "$prefix/lib/libfabric.so.1")" ||
   { echo "lib/libfabric.so.1 has no debug link"; exit 1; }
 producers=$(readelf --debug-dump=info "$debug" 2>/dev/null | grep 'DW_AT_producer' | grep -F ' -g ' || true)
 [ -n "$producers" ] || { echo "no compilation units in $debug"; exit 1; }
@@ -38,10 +39,11 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   echo "unexpected version: $(pkg-config --modversion xpufab)"; exit 1; }
 
 # Only the C API and the host XPU runtime may be exported.
-extra=$(nm -D --defined-only "$prefix/lib/libxpufab.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
+exports=$(nm -D --defined-only "$prefix/lib/libxpufab.so")
+extra=$(awk '$2 ~ /^[TDBRVW]$/ {print $3}' <<<"$exports" |
         grep -v -e '^fi_' -e '^xpu_host_' || true)
 [ -z "$extra" ] || { echo "unexpected exports:"; echo "$extra"; exit 1; }
-nm -D --defined-only "$prefix/lib/libxpufab.so" | grep -q ' T fi_getinfo@@FABRIC_1.10' ||
+grep -q ' T fi_getinfo@@FABRIC_1.10' <<<"$exports" ||
   { echo "fi_getinfo not exported"; exit 1; }
 
 work="${TEST_TMPDIR:-$(mktemp -d)}/app"

@@ -23,7 +23,7 @@ iters=20
 args=(-p efa -e "${1:-rdm}" -I "$iters" -S "$size" -c)
 case "${2:-}" in
   protocol)
-    dom=$(debian_tool timeout 30 fi_info -p efa -f efa -t FI_EP_RDM | awk '$1 == "domain:" {print $2; exit}')
+    dom=$(debian_tool timeout 30 fi_info -p efa -f efa -t FI_EP_RDM | awk '$1 == "domain:" && !d {d = $2} END {print d}')
     [[ "$dom" == *-rdm ]] || fail "no <device>-rdm domain of fabric efa: '$dom'"
     args+=(-d "$dom") ;;
   tagged) args+=(-m tagged) ;;

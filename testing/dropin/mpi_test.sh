@@ -23,6 +23,12 @@ for prog in mpi_pingpong mpi_matching mpi_onesided; do
 done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's session directories (its daemons' rendezvous) in a directory of this run's own: a
+# test sandbox has a PID namespace of its own, so two runs' mpirun may share a PID, and with it a
+# job id, in the shared /tmp, and then neither job starts. The path stays short (a Unix socket
+# lives there).
+session=$(mktemp -d /tmp/mpi-test.XXXXXX)
+trap 'rm -rf "$session"' EXIT
 export FI_EFA_EMU_SHM_DIR="$work"
 # NAME NP PROGRAM [ENV=VALUE...] [-- MPIRUN_ARGS...]: one job on the efa provider, its output
 # in $work/NAME. The jobs stay on this host (plm isolated: no ssh needed to start them).
@@ -33,6 +39,7 @@ run() {
   [ $# -gt 0 ] && { shift; extra=("$@"); }
   env "${san_env[@]}" FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" "${env[@]}" \
       timeout 120 mpirun.openmpi --oversubscribe --mca plm isolated -np "$np" "${extra[@]}" \
+      --mca orte_tmpdir_base "$session" \
       --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa --mca mtl_base_verbose 1 \
       -x LD_LIBRARY_PATH -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR \
       -x FI_EFA_EMU_FABRIC_KEY -x FI_EFA_EMU_FAULTS "$work/$prog" >"$work/$name" 2>&1 || rc=$?
@@ -70,6 +77,7 @@ run_ucx() {  # NAME NP PROGRAM
   FI_EFA_EMU_FABRIC_KEY="mpi-test-$name-$$" LD_PRELOAD="$preload" UCX_TLS=srd,self \
       UCX_MEM_MMAP_HOOK_MODE=none XPUFAB_UCT_STATS=1 ASAN_OPTIONS=detect_leaks=0 \
       timeout 120 mpirun.openmpi --oversubscribe --mca plm isolated -np "$np" \
+      --mca orte_tmpdir_base "$session" \
       --mca pml ucx --mca osc ucx --mca btl self --mca opal_common_ucx_tls any \
       --mca opal_common_ucx_devices any \
       -x LD_PRELOAD -x UCX_TLS -x UCX_MEM_MMAP_HOOK_MODE -x XPUFAB_UCT_STATS -x ASAN_OPTIONS \

@@ -9,7 +9,7 @@ lib="$prefix/lib/libfabric.so.1"
 debian=/usr/lib/x86_64-linux-gnu/libfabric.so.1
 [ -f "$debian" ] || fail "$debian (Debian's libfabric1) is not installed"
 
-readelf -d "$lib" | grep -qF 'Library soname: [libfabric.so.1]' || fail "SONAME is not libfabric.so.1"
+grep -qF 'Library soname: [libfabric.so.1]' <<<"$(readelf -d "$lib")" || fail "SONAME is not libfabric.so.1"
 [ "$(readlink "$prefix/lib/libxpufab.so")" = libfabric.so.1 ] || fail "libxpufab.so is not a link to libfabric.so.1"
 
 # "NODE PARENT" per version definition (the base entry, the file name, skipped).

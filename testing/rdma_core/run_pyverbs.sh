@@ -21,7 +21,7 @@ for gen in "${GENERATIONS[@]}"; do
     rc=1
     # The tracebacks and the verdict; the whole -v listing stays in the log.
     sed -n '/^======/,$p' "$log"
-    tail -n 1 "$log" | grep -q '^gen' || tail -n 40 "$log"
+    grep -q '^gen' <<<"$(tail -n 1 "$log")" || tail -n 40 "$log"
   fi
 done
 [ $rc = 0 ] || fail "rdma-core tests"

@@ -23,7 +23,7 @@ perf() {
   FI_EFA_EMU_FABRIC_KEY="uct-bench-$$-$port" timeout 120 ucx_perftest -p "$port" "$@" \
     >"$tmp/srv" 2>&1 &
   local spid=$!
-  for _ in $(seq 200); do ss -ltn | grep -q ":$port " && break; sleep 0.05; done
+  for _ in $(seq 200); do grep -q ":$port " <<<"$(ss -ltn)" && break; sleep 0.05; done
   if FI_EFA_EMU_FABRIC_KEY="uct-bench-$$-$port" timeout 120 ucx_perftest 127.0.0.1 -p "$port" "$@" \
        >"$tmp/cli" 2>&1 && wait "$spid"; then
     # Final: iterations, typical/avg/overall latency (us), bandwidth avg/overall (MB/s), msg rate.

@@ -60,7 +60,7 @@ echo "== devices and caps =="
 info_rc=$?
 env -u LD_PRELOAD -u SYSFS_PATH "$bin/bringup_info" emu >>"$out/info.txt" 2>&1
 cat "$out/info.txt"
-hw_line=$(grep '^hw: ' "$out/info.txt" | head -1)
+hw_line=$(grep -m 1 '^hw: ' "$out/info.txt" || true)
 case "$info_rc" in
   0) have_hw=1 ;;
   3) have_hw=0 ;;
