@@ -13,9 +13,8 @@ source testing/dropin/install_prefix.sh
 
 fail() { echo "fi_pingpong_test: $*"; exit 1; }
 
-# The control connection's port: one the kernel just handed out, so parallel
-# tests do not collide.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source testing/support/free_port.sh
+port=$(free_port)
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 size=${3:-64}
 iters=20

@@ -6,7 +6,8 @@
 ep_type=$3
 source "$(dirname "$0")/fake_rdma_env.sh" "$1" "$2"
 command -v fi_pingpong >/dev/null || fail "fi_pingpong missing (libfabric-bin)"
-port=$((20000 + ($$ + ${#ep_type} * 7919) % 20000))
+source "$(dirname "$0")/../support/free_port.sh"
+port=$(free_port)
 args=(-p efa -e "$ep_type" -I 20 -S 64)
 with_shim timeout 60 fi_pingpong "${args[@]}" -B "$port" >"$TEST_TMPDIR/server.txt" 2>&1 &
 server=$!

@@ -46,7 +46,7 @@ run_pair() {
 # field LINE NAME: the value of NAME=... in a statistics line.
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 ib_args=(ib_send_lat -c SRD -x 0 -s 64 -n "$iters" -p "$port")
 run_pair ib "${ib_args[@]}" -- "${ib_args[@]}" 127.0.0.1
 grep -Eq "^ *64 +$iters " "$out/ib.client.txt" || fail "ib_send_lat: no result line"
@@ -60,7 +60,7 @@ while read -r line; do
   [ "$steps" -le $((iters * 2000)) ] || fail "ib_send_lat: $steps engine steps for $iters messages: $line"
 done <"$out/ib.stats"
 
-port=$((port + 1))
+port=$(free_port)
 fi_args=(fi_pingpong -p efa -e rdm -S 64 -I "$iters")
 run_pair fi "${fi_args[@]}" -B "$port" -- "${fi_args[@]}" -P "$port" 127.0.0.1
 grep -Eq "^64 +$iters +=$iters " "$out/fi.client.txt" || fail "fi_pingpong: no 64-byte result line"

@@ -15,7 +15,7 @@ pingpong() {
   local gen=$1
   shift
   local port
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 fi_pingpong "$@" -B "$port" >"$out/server.txt" 2>&1 &
   local server=$! rc=1
   for _ in $(seq 1 50); do

@@ -3,6 +3,7 @@
 # any two such paths.
 set -euo pipefail
 RDMA_CORE_SHIM=$(readlink -f "$1")
+source "$(dirname "${BASH_SOURCE[0]}")/../support/free_port.sh"
 if [ -n "${TEST_TMPDIR:-}" ]; then
   tmp=$TEST_TMPDIR
 else
@@ -37,7 +38,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 perftest_pair() {
   local out=$1 gen=$2 t=$3
   shift 3
-  local port=$((20000 + RANDOM % 20000))
+  local port
+  port=$(free_port)
   mkdir -p "$out"
   FI_EFA_EMU_PROFILE=$gen with_shim timeout 60 "$t" "$@" -p "$port" >"$out/server.txt" 2>&1 &
   local server=$! rc=1

@@ -40,7 +40,7 @@ fi
 
 # A port nothing listens on now, asked for each run: consecutive ports from one start collided
 # with ports other sockets of the machine had taken meanwhile.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source testing/support/free_port.sh
 # One server/client pair; prints the client's Final: line, fails on anything else.
 run() {
   local name=$1; shift
