@@ -19,9 +19,10 @@ done
 debug="$prefix/lib/.debug/libfabric.so.1.debug"
 [ -f "$debug" ] || { echo "missing $debug"; exit 1; }
 # Checks read captured output: under pipefail, grep -q leaving a pipe early fails the pipe.
-grep -q '\.debug_info' <<<"$(readelf -S "$prefix/lib/libfabric.so.1")" &&
+lib="$prefix/lib/libfabric.so.1"
+grep -q '\.debug_info' <<<"$(readelf -S "$lib")" &&
   { echo "lib/libfabric.so.1 still carries its debug info"; exit 1; }
-grep -qF libfabric.so.1.debug <<<"$(readelf --string-dump=.gnu_debuglink "$prefix/lib/libfabric.so.1")" ||
+grep -qF libfabric.so.1.debug <<<"$(readelf --string-dump=.gnu_debuglink "$lib")" ||
   { echo "lib/libfabric.so.1 has no debug link"; exit 1; }
 producers=$(readelf --debug-dump=info "$debug" 2>/dev/null | grep 'DW_AT_producer' | grep -F ' -g ' || true)
 [ -n "$producers" ] || { echo "no compilation units in $debug"; exit 1; }

@@ -3,5 +3,6 @@
 # each in a PID namespace of its own where $$ repeats, so a port derived from the PID can be
 # another test's.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }

@@ -47,7 +47,10 @@ run() {
   port=$(free_port)
   timeout 60 ucx_perftest -p "$port" "${server_args[@]}" >"$TEST_TMPDIR/$name.srv" 2>&1 &
   local spid=$!
-  for _ in $(seq 100); do grep -q ":$port " <<<"$(ss -ltn)" && break; sleep 0.05; done
+  for _ in $(seq 100); do
+    grep -q ":$port " <<<"$(ss -ltn)" && break
+    sleep 0.05
+  done
   if timeout 60 ucx_perftest 127.0.0.1 -p "$port" "$@" >"$TEST_TMPDIR/$name.cli" 2>&1 && wait "$spid" &&
      final=$(grep '^Final:' "$TEST_TMPDIR/$name.cli"); then
     echo "ok   $name: $final"

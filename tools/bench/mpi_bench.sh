@@ -29,7 +29,8 @@ ompi() {
 }
 # Open MPI's memory hooks off, as in //testing/dropin:mpi_test (README, the UCT transport).
 ucx_mca=(--mca pml ucx --mca osc ucx --mca btl self --mca opal_common_ucx_tls any
-         --mca opal_common_ucx_devices any --mca opal_common_ucx_opal_mem_hooks 0 -x LD_PRELOAD -x UCX_TLS -x UCX_MEM_MMAP_HOOK_MODE
+         --mca opal_common_ucx_devices any --mca opal_common_ucx_opal_mem_hooks 0
+         -x LD_PRELOAD -x UCX_TLS -x UCX_MEM_MMAP_HOOK_MODE
          -x FI_EFA_BACKEND -x FI_EFA_EMU_FABRIC -x FI_EFA_EMU_SHM_DIR)
 # NAME COMMAND...: the run's "size N one-way T us" lines as "N T" in $tmp/NAME (empty on failure).
 run() {
