@@ -155,7 +155,11 @@ TEST_F(StarvedPeer, ARunningPeerThatNeverAnswersFailsAtTheUsualLimit) {
   }
   ASSERT_TRUE(got);
   EXPECT_EQ(c.base.common.status, EFA_IO_COMP_STATUS_LOCAL_ERROR_UNREACH_REMOTE);
-  EXPECT_EQ(a.dev->stats().stalled_waits, 0u);  // failed at the silence limit itself
+  // Failed at the silence limit itself, not after the longer one, over which a stalled peer is
+  // waited for at every retransmission timeout (tens of waits). One or two waits may come first:
+  // a preemption between A's last copy and B's next pass lets the limit pass before a pass of
+  // B's that began after the copy is on record, and B's next passes put one there.
+  EXPECT_LE(a.dev->stats().stalled_waits, 2u);
 }
 
 }  // namespace
