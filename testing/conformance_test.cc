@@ -195,6 +195,66 @@ TEST_P(Conformance, BadKeyWriteGivesErrorCompletion) {
   EXPECT_EQ(local, std::vector<uint8_t>(64, 1));
 }
 
+// A batch read hands out what completed before an error, then -FI_EAVAIL until fi_cq_readerr
+// takes the error, then what completed after it; each completion exactly once.
+TEST_P(Conformance, ReadsAroundAnErrorCompletionLoseAndRepeatNothing) {
+  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fi_addr_t a = 0, b = 0;
+  fid_ep* ea = open_ep(cq, &a);
+  fid_ep* eb = open_ep(cq, &b);
+  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  std::vector<uint8_t> sbuf(64, 3), rbuf(4 * 64, 0), remote(64, 0);
+  const bool can_write = offers_rma(info_, FI_WRITE);
+  fid_mr* smr = reg(sbuf.data(), sbuf.size(), FI_SEND | (can_write ? FI_WRITE : FI_READ));
+  fid_mr* rmr = reg(rbuf.data(), rbuf.size(), FI_RECV);
+  fid_mr* tmr = reg(remote.data(), remote.size(), can_write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
+  closing_.push_back(&smr->fid);
+  closing_.push_back(&rmr->fid);
+  closing_.push_back(&tmr->fid);
+  constexpr int kSends = 4;
+  int ctx[2 * kSends + 1] = {};
+  for (int i = 0; i < kSends; ++i) {
+    ASSERT_EQ(fi_recv(eb, rbuf.data() + 64 * i, 64, fi_mr_desc(rmr), FI_ADDR_UNSPEC, &ctx[kSends + i]), 0);
+  }
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(remote.data());
+  for (int i = 0; i < kSends; ++i) {
+    ASSERT_EQ(fi_send(ea, sbuf.data(), sbuf.size(), fi_mr_desc(smr), b, &ctx[i]), 0);
+    if (i != 1) continue;
+    int* bad = &ctx[2 * kSends];
+    if (can_write) {
+      ASSERT_EQ(fi_write(ea, sbuf.data(), sbuf.size(), fi_mr_desc(smr), b, raddr, fi_mr_key(tmr) + 777, bad), 0);
+    } else {
+      ASSERT_EQ(fi_read(ea, sbuf.data(), sbuf.size(), fi_mr_desc(smr), b, raddr, fi_mr_key(tmr) + 777, bad), 0);
+    }
+  }
+  std::vector<int> seen(2 * kSends + 1, 0);
+  int errors = 0;
+  for (int polls = 0; polls < 2000000 && std::count(seen.begin(), seen.end(), 0) != 0; ++polls) {
+    fi_cq_entry e[16];
+    const ssize_t n = fi_cq_read(cq, e, 16);
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+      ASSERT_EQ(err.op_context, &ctx[2 * kSends]);
+      ++seen[2 * kSends];
+      ++errors;
+      continue;
+    }
+    if (n == -FI_EAGAIN) continue;
+    ASSERT_GT(n, 0);
+    for (ssize_t i = 0; i < n; ++i) {
+      const auto* c = static_cast<int*>(e[i].op_context);
+      ASSERT_TRUE(c >= ctx && c < ctx + 2 * kSends) << "an error read as a success, or a stranger";
+      ++seen[c - ctx];
+    }
+  }
+  EXPECT_EQ(seen, std::vector<int>(2 * kSends + 1, 1));
+  EXPECT_EQ(errors, 1);
+  fi_cq_entry e{};
+  EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+  EXPECT_EQ(remote, std::vector<uint8_t>(64, 0));
+}
+
 TEST_P(Conformance, CountersCountAndWait) {
   fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
   fi_cntr_attr ca{};

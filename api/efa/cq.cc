@@ -44,26 +44,15 @@ void drop_stale(EfaCq* cq, const efa_dp_cqe& c) {
              c.q_type == EFA_IO_SEND_QUEUE ? "TX" : "RX", c.qp_num, c.req_id);
 }
 
-// Translates the CQE directly into a new staging entry of `cq`.
-void stage_cqe(EfaCq* cq, const efa_dp_cqe& c, uint64_t op_context, uint64_t rx_buf,
-               fi_addr_t src) {
-  {
-    SerialLock g(cq->lock, cq->dom->app_serialized);
-    Completion& out = cq->staged.emplace_back();
-    efa_comp_from_cqe(&c, op_context, rx_buf, &out.c);
-    out.src = src;
-    cq->nstaged.store(cq->staged.size(), std::memory_order_release);
-  }
-  cq->cv.notify_all();
-  cq->pollable.wake_watchers();
-}
-
-void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
+// One CQE's accounting: frees its request, counts it, and fills `out` with the completion the CQ
+// it belongs to reports. Returns that CQ (null when none reports it: a selective completion, an
+// internal CQ, a stale CQE); `ep_out` is the endpoint, for the source address.
+EfaCq* account(EfaCq* cq, const efa_dp_cqe& c, Completion* out, EfaEp** ep_out) {
   EfaDomain* dom = cq->dom;
   EfaEp* ep = dom->ep_by_qpn(c.qp_num);
   if (!ep) {
     drop_stale(cq, c);
-    return;
+    return nullptr;
   }
   if (g_cq_trace_on) cq_trace_record(dom->trace_id, ep->trace_qp, c);
   const bool tx = c.q_type == EFA_IO_SEND_QUEUE;
@@ -79,7 +68,7 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   uint64_t op_context = 0;
   if (efa_comp_take(&ep->sq, &ep->rq, &c, &op_context) != 0) {
     drop_stale(cq, c);
-    return;
+    return nullptr;
   }
   const bool error = efa_io_status_to_fi_errno(c.status) != 0;
   const uint64_t op = efa_comp_op_flags(c.q_type, c.op_type, 0);
@@ -93,9 +82,23 @@ void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
   }
   if (cntr && !cntr->is_xpu()) cntr->inc(error);
   EfaCq* target = tx ? ep->tx_cq : ep->rx_cq;
-  if (!target || target->internal || !(report || error)) return;
-  const fi_addr_t src = tx ? FI_ADDR_NOTAVAIL : lookup_src(ep, c.ah, c.src_qp);
-  stage_cqe(target, c, op_context, rx_buf, src);
+  if (!target || target->internal || !(report || error)) return nullptr;
+  efa_comp_from_cqe(&c, op_context, rx_buf, &out->c);
+  *ep_out = ep;
+  return target;
+}
+
+fi_addr_t source_of(EfaEp* ep, const efa_dp_cqe& c) {
+  return c.q_type == EFA_IO_SEND_QUEUE ? FI_ADDR_NOTAVAIL : lookup_src(ep, c.ah, c.src_qp);
+}
+
+void dispatch(EfaCq* cq, const efa_dp_cqe& c) {
+  Completion out;
+  EfaEp* ep = nullptr;
+  EfaCq* target = account(cq, c, &out, &ep);
+  if (!target) return;
+  out.src = source_of(ep, c);
+  target->stage(out);
 }
 
 // Adds a host CQ's event fd to the domain's epoll set of CQ notifications, or takes it out.
@@ -142,6 +145,49 @@ __attribute__((noinline)) ssize_t cq_take_locked(EfaCq* cq, void* buf, size_t co
   return cq_take(cq, buf, count, src);
 }
 
+// The CQ's own CQEs, translated straight into the caller's entries: no staging entry, no lock
+// of the CQ, and no source lookup unless asked for. Stops at an error, which it stages for
+// fi_cq_readerr. Only while nothing is staged (staged entries are older), with the domain's
+// lock held where it takes one. Returns the entries written.
+size_t read_direct(EfaCq* cq, uint8_t* out, size_t count, fi_addr_t* src) {
+  size_t n = 0;
+  efa_dp_cqe c;
+  while (n < count && efa_cq_poll(&cq->poll, &c) == 0) {
+    Completion e;
+    EfaEp* ep = nullptr;
+    EfaCq* target = account(cq, c, &e, &ep);
+    if (!target) continue;
+    if (target != cq || e.error()) {
+      e.src = source_of(ep, c);
+      target->stage(e);
+      if (target == cq) break;
+      continue;
+    }
+    write_entry(cq, e, out + n * cq->entry_size);
+    if (src) src[n] = source_of(ep, c);
+    ++n;
+  }
+  return n;
+}
+
+// The domain's progress for a read of `cq` in a domain without the protocol: the other CQs are
+// drained into their staging lists as always, and `cq` straight into the caller's entries when
+// it has nothing staged. Returns the entries written there.
+__attribute__((noinline)) size_t progress_into(EfaCq* cq, void* buf, size_t count,
+                                               fi_addr_t* src) {
+  EfaDomain* dom = cq->dom;
+  dom->dev->progress(64);
+  SerialLock g(dom->lock, dom->app_serialized);
+  for (EfaCq* other : dom->cqs)
+    if (other != cq && efa_cq_ready(&other->poll)) cq_drain(other);
+  if (!efa_cq_ready(&cq->poll)) return 0;
+  if (cq->nstaged.load(std::memory_order_acquire) != 0) {
+    cq_drain(cq);
+    return 0;
+  }
+  return read_direct(cq, static_cast<uint8_t*>(buf), count, src);
+}
+
 // Inlined into fi_cq_read and fi_cq_readfrom: an idle read is a call to the domain's progress
 // and a look at the staging list.
 __attribute__((always_inline)) inline ssize_t cq_readfrom_impl(EfaCq* cq, void* buf,
@@ -150,7 +196,11 @@ __attribute__((always_inline)) inline ssize_t cq_readfrom_impl(EfaCq* cq, void* 
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf && count) return -FI_EINVAL;
   EfaDomain* dom = cq->dom;
-  dom->progress();
+  if (dom->proto || count == 0) {
+    dom->progress();
+  } else if (const size_t n = progress_into(cq, buf, count, src); n != 0) {
+    return static_cast<ssize_t>(n);
+  }
   if (!dom->app_serialized) {
     if (cq->nstaged.load(std::memory_order_acquire) == 0) return -FI_EAGAIN;
     return cq_take_locked(cq, buf, count, src);

@@ -435,6 +435,17 @@ inline int ShmFabric::lock_mailbox(Mailbox* mb) {
 
 inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std::memory_order_release); }
 
+// Whether the consumer has taken in everything up to `tail` (under the mailbox lock). The head
+// seen last answers without touching the consumer's line while it is still behind.
+inline bool ShmFabric::emptied(Peer* peer, uint64_t tail) {
+  if (peer->head_seen == tail) return true;
+  if (tail < peer->recycle_probe) return false;
+  peer->head_seen = peer->mb->head.load(std::memory_order_acquire);
+  if (peer->head_seen == tail) return true;
+  peer->recycle_probe = tail + kRecycleProbeBytes;
+  return false;
+}
+
 int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end_p,
                            uint64_t pass_ns) {
   *closed = false;
@@ -481,7 +492,9 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     if (lr != 0) return lr;
     uint64_t t = mb->tail_shadow;
     uint64_t pos = t & (cap - 1);
-    uint64_t need = pos + rs > cap ? (cap - pos) + rs : rs;
+    const bool wrap = pos + rs > cap ||
+                      (opt_.recycle_bytes != 0 && pos >= opt_.recycle_bytes && rs <= pos && emptied(peer, t));
+    uint64_t need = wrap ? (cap - pos) + rs : rs;
     // Free space from the head seen last (it only grows), read again when that is not enough.
     auto fits = [&](uint64_t h) { return t - h <= cap && cap - (t - h) >= need; };
     if (!fits(peer->head_seen)) peer->head_seen = mb->head.load(std::memory_order_acquire);
@@ -513,7 +526,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       continue;
     }
     wait_start = 0;
-    if (pos + rs > cap) {
+    if (wrap) {
       RecordHeader skip{};
       skip.kind = kSkip;
       std::memcpy(ring + pos, &skip, 8);

@@ -53,6 +53,10 @@ struct ShmFabricOptions {
   std::string key;                // default: the fabric key from the environment
   uint32_t ring_bytes = 4u << 20;  // per mailbox, a power of two >= 64 KiB
   uint32_t fragment_bytes = 256u << 10;
+  // A producer that finds a peer's ring emptied at least this far into it starts again at its
+  // beginning, so that light traffic keeps writing the same few pages, mapped and warm in both
+  // processes' caches, rather than faulting its way through the whole ring once. 0: never.
+  uint32_t recycle_bytes = 64u << 10;
   uint32_t spin_us = 30;          // receive thread: poll this long after traffic before sleeping
   uint32_t park_us = 200;         // receive thread: stays parked while poll_rx() ran within this
   uint32_t park_max_us = 4000;    // a park doubles from park_us up to this while polls go on
@@ -156,6 +160,7 @@ class ShmFabric : public Fabric {
   int send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now_ns);
   // *end: the ring position just past the packet's last fragment; now_ns as send()'s.
   int send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint64_t* end, uint64_t now_ns);
+  bool emptied(Peer* peer, uint64_t tail);
   // `now_ns`: the steady clock (0: read it here).
   bool peer_alive(Peer* p, bool force, uint64_t now_ns);
   // The flock probe behind peer_alive, at most once per liveness_check_ms.

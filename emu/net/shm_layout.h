@@ -107,6 +107,10 @@ using RecordHeader = ShmFabric::RecordHeader;
 constexpr uint32_t kFragment = 1;
 constexpr uint32_t kSkip = 2;
 
+// A producer past ShmFabricOptions::recycle_bytes reads the consumer's head again, to see
+// whether the ring was emptied, once per this many bytes it wrote.
+constexpr uint64_t kRecycleProbeBytes = 8u << 10;
+
 inline size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
 
 inline std::string hex(const Gid& g) {
@@ -215,6 +219,9 @@ struct ShmFabric::Peer {
   // a record that fits below it fits, and the head's line (the consumer writes it at every drain)
   // is read again only when one seems not to.
   uint64_t head_seen = 0;
+  // The tail from which the head is read again to see whether the ring was emptied (a busy
+  // consumer's line is not read at every record).
+  uint64_t recycle_probe = 0;
   // Records are published with a release store: this process is registered for the owner's
   // fences (ShmFences) and the owner issues them.
   bool light_publish = false;
