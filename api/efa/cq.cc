@@ -16,6 +16,7 @@
 
 #include "api/efa/cq_trace.h"
 #include "api/efa/efa.h"
+#include "api/efa/proto_ep.h"
 #include "api/efa/wait.h"
 #include "device/efa_completion.h"
 #include "device/xpu_prims.h"
@@ -170,16 +171,32 @@ size_t read_direct(EfaCq* cq, uint8_t* out, size_t count, fi_addr_t* src) {
   return n;
 }
 
-// The domain's progress for a read of `cq` in a domain without the protocol: the other CQs are
-// drained into their staging lists as always, and `cq` straight into the caller's entries when
-// it has nothing staged. Returns the entries written there.
+// The domain's progress for a read of `cq` in a protocol domain: the completions of `cq` go
+// straight into the caller's entries while it has nothing staged. Returns the entries written.
+__attribute__((noinline)) size_t proto_progress_into(EfaCq* cq, void* buf, size_t count,
+                                                     fi_addr_t* src) {
+  EfaDomain* dom = cq->dom;
+  dom->dev->progress(64);
+  DirectRead d{cq, static_cast<uint8_t*>(buf), count, 0, src};
+  SerialLock g(dom->lock, dom->app_serialized);
+  if (!dom->proto_eps.empty()) proto_progress_all(dom->proto_eps, &d);
+  return d.n;
+}
+
+// The domain's progress for a read of `cq` in a domain without the protocol: `cq` is drained
+// straight into the caller's entries when it has nothing staged, and the internal CQs (of
+// endpoints without a CQ for a direction) into nothing, freeing their requests and counting. The
+// application's other CQs keep their CQEs, as a device's CQ does until it is polled: each is
+// read directly in its turn, rather than staged here and copied again there (fi_pingpong reads
+// its receive CQ while its send completions arrive on another). Counter reads, waits and a post
+// that finds its queue full still drain every CQ. Returns the entries written.
 __attribute__((noinline)) size_t progress_into(EfaCq* cq, void* buf, size_t count,
                                                fi_addr_t* src) {
   EfaDomain* dom = cq->dom;
   dom->dev->progress(64);
   SerialLock g(dom->lock, dom->app_serialized);
   for (EfaCq* other : dom->cqs)
-    if (other != cq && efa_cq_ready(&other->poll)) cq_drain(other);
+    if (other->internal && efa_cq_ready(&other->poll)) cq_drain(other);
   if (!efa_cq_ready(&cq->poll)) return 0;
   if (cq->nstaged.load(std::memory_order_acquire) != 0) {
     cq_drain(cq);
@@ -196,9 +213,11 @@ __attribute__((always_inline)) inline ssize_t cq_readfrom_impl(EfaCq* cq, void* 
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf && count) return -FI_EINVAL;
   EfaDomain* dom = cq->dom;
-  if (dom->proto || count == 0) {
+  if (count == 0) {
     dom->progress();
-  } else if (const size_t n = progress_into(cq, buf, count, src); n != 0) {
+  } else if (const size_t n = dom->proto ? proto_progress_into(cq, buf, count, src)
+                                         : progress_into(cq, buf, count, src);
+             n != 0) {
     return static_cast<ssize_t>(n);
   }
   if (!dom->app_serialized) {
@@ -385,6 +404,17 @@ int cq_setup(EfaCq* cq, size_t size, bool event_fd) {
 }
 
 }  // namespace
+
+void cq_report(EfaCq* cq, const Completion& c, DirectRead* d) {
+  if (d == nullptr || d->cq != cq || d->n == d->room || c.error() ||
+      cq->nstaged.load(std::memory_order_acquire) != 0) {
+    cq->stage(c);
+    return;
+  }
+  write_entry(cq, c, d->out + d->n * cq->entry_size);
+  if (d->src) d->src[d->n] = c.src;
+  d->n++;
+}
 
 void EfaCq::stage(const Completion& c) {
   {

@@ -451,6 +451,19 @@ void cq_destroy_internal(EfaCq* cq);
 // Polls one host CQ's ring and dispatches its CQEs (domain lock held).
 void cq_drain(EfaCq* cq);
 
+// A CQ read whose entries the domain's progress may write straight into the caller's buffer
+// (cq.cc), rather than stage them on the CQ for the read to copy out again.
+struct DirectRead {
+  EfaCq* cq = nullptr;
+  uint8_t* out = nullptr;
+  size_t room = 0;
+  size_t n = 0;  // entries written
+  fi_addr_t* src = nullptr;
+};
+// Puts a completion on `cq`: into `d`'s buffer when `d` reads `cq` and has room, nothing is
+// staged before it and it is no error; staged otherwise. `d` may be null.
+void cq_report(EfaCq* cq, const Completion& c, DirectRead* d);
+
 // The device reported that `qp` failed with efa_io_comp_status `status`: marks the EP and, for
 // an XPU EP, reports the failure on the host CQ bound to it for errors.
 void ep_qp_failed(SharedDevice* sd, backend::Qp* qp, int status);

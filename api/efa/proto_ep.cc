@@ -131,9 +131,9 @@ ssize_t busy(EfaEp* ep) {
   return -FI_EAGAIN;
 }
 
-void stage(EfaCq* cq, const Completion& c) {
+void stage(EfaCq* cq, const Completion& c, DirectRead* d) {
   if (!cq || cq->internal) return;
-  cq->stage(c);
+  cq_report(cq, c, d);
 }
 
 // The counter an initiator's completion counts in.
@@ -145,7 +145,7 @@ EfaCntr* initiator_cntr(EfaEp* ep, uint64_t flags) {
 
 // A peer read or wrote this endpoint's memory: the remote counters, and for a write with remote
 // CQ data an entry on the receive CQ.
-void deliver_remote(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+void deliver_remote(EfaEp* ep, ProtoState* ps, const proto_comp& pc, DirectRead* d) {
   EfaCntr* cntr = (pc.flags & FI_REMOTE_WRITE) ? ep->cntr_rwrite : ep->cntr_rread;
   if (cntr) cntr->inc(false);
   if (!(pc.flags & FI_REMOTE_CQ_DATA)) return;
@@ -154,12 +154,12 @@ void deliver_remote(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
   c.c.len = pc.len;
   c.c.data = pc.data;
   if (pc.src < ps->av_of_peer.size()) c.src = ps->av_of_peer[pc.src];
-  stage(ep->rx_cq, c);
+  stage(ep->rx_cq, c, d);
 }
 
-void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
+void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc, DirectRead* d = nullptr) {
   if (pc.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) {
-    deliver_remote(ep, ps, pc);
+    deliver_remote(ep, ps, pc, d);
     return;
   }
   const bool error = pc.err != 0;
@@ -192,7 +192,7 @@ void deliver(EfaEp* ep, ProtoState* ps, const proto_comp& pc) {
   const bool rx = pc.flags & FI_RECV;
   EfaCntr* cntr = pc.op_context == ps->inject_ctx() ? nullptr : initiator_cntr(ep, pc.flags);
   if (cntr) cntr->inc(error);
-  stage(rx ? ep->rx_cq : ep->tx_cq, c);
+  stage(rx ? ep->rx_cq : ep->tx_cq, c, d);
 }
 
 // An error completion for a waiting request the core refused when its turn came.
@@ -228,21 +228,21 @@ void run_waiting(EfaEp* ep, ProtoState* ps) {
 
 // What proto_progress does when there may be something to do; out of line, so that the idle
 // check sets up no frame for the completions.
-__attribute__((noinline)) void progress_run(EfaEp* ep, ProtoState* ps) {
+__attribute__((noinline)) void progress_run(EfaEp* ep, ProtoState* ps, DirectRead* d) {
   proto_comp comps[kProgressBatch];
   CoreLock g(ps);
   if (!ps->host_serialized && !progress_due(ep, ps)) return;
   sync_peers(ep, ps);
   for (;;) {
     const int n = ::proto_progress(ps->pep, comps, kProgressBatch);
-    for (int i = 0; i < n; ++i) deliver(ep, ps, comps[i]);
+    for (int i = 0; i < n; ++i) deliver(ep, ps, comps[i], d);
     if (n < kProgressBatch) break;
   }
   run_waiting(ep, ps);
 }
 
 // Runs the core's progress and stages its completions on the endpoint's CQs and counters.
-inline void progress_one(EfaEp* ep) {
+inline void progress_one(EfaEp* ep, DirectRead* d) {
   // An XPU endpoint's completions are its device CQ's: device code's CQ reads progress it.
   if (ep->is_xpu()) return;
   ProtoState* ps = ep->proto;
@@ -255,13 +255,13 @@ inline void progress_one(EfaEp* ep) {
              !efa_cq_ready(&ps->pep->cq)) {
     return;
   }
-  progress_run(ep, ps);
+  progress_run(ep, ps, d);
 }
 
 }  // namespace
 
-void proto_progress_all(const std::vector<EfaEp*>& eps) {
-  for (EfaEp* ep : eps) progress_one(ep);
+void proto_progress_all(const std::vector<EfaEp*>& eps, DirectRead* d) {
+  for (EfaEp* ep : eps) progress_one(ep, d);
 }
 
 ssize_t proto_ops_left(EfaEp* ep) {

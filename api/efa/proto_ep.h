@@ -100,8 +100,9 @@ void proto_set_min_multi_recv(EfaEp* ep, size_t v);
 // fi_cancel of a posted receive: 0 (its FI_ECANCELED completion follows) or -FI_ENOENT.
 ssize_t proto_cancel(EfaEp* ep, void* context);
 // Runs each of a domain's protocol endpoints' core progress, in one pass (domain lock held),
-// and stages their completions on the endpoints' CQs and counters.
-void proto_progress_all(const std::vector<EfaEp*>& eps);
+// and puts their completions on the endpoints' CQs (those of the CQ `d` reads straight into its
+// buffer) and counters.
+void proto_progress_all(const std::vector<EfaEp*>& eps, DirectRead* d = nullptr);
 // The event fd of the endpoint's private CQ, armed (domain lock held), or -1 when it has none:
 // what a blocking read of the endpoint's CQs and counters sleeps on.
 int proto_event_fd(EfaEp* ep);
