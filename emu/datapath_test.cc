@@ -136,6 +136,41 @@ TEST_F(Pair, ARequestBuiltWhereAFailedOneWasCarriesNothingOfIt) {
   EXPECT_EQ(a_.dev->stats().retransmits, 0u);
 }
 
+// A post's doorbell, rung through ring_sq, sends that queue's new requests during the call and
+// does nothing else: a request waiting for this device is left to the next progress call.
+TEST_F(Pair, RingingASendQueueSendsItsRequestsAndLeavesTheRest) {
+  b_.rq.post(1, {{b_.at(1000), 64, b_.mr->lkey()}});
+  a_.rq.post(1, {{a_.at(1000), 64, a_.mr->lkey()}});
+  std::memcpy(b_.at(0), "from b", 6);
+  Wqe wb = send_wqe(1, ah_ba_->ahn(), static_cast<uint16_t>(a_.qp->qpn()), a_.qkey);
+  add_sge(&wb, b_.addr(0), 6, b_.mr->lkey());
+  b_.sq.post(wb);
+  ASSERT_GT(b_.dev->ring_sq(b_.qp, 16), 0);
+  EXPECT_EQ(b_.dev->stats().packets_tx, 1u);
+  std::memcpy(a_.at(0), "from a", 6);
+  Wqe wa = send_to_b(1);
+  add_sge(&wa, a_.addr(0), 6, a_.mr->lkey());
+  a_.sq.post(wa);
+  ASSERT_GT(a_.dev->ring_sq(a_.qp, 16), 0);
+  EXPECT_EQ(a_.dev->stats().packets_tx, 1u);  // sent during the call
+  EXPECT_EQ(a_.dev->stats().packets_rx, 0u);  // B's request still waits
+  efa_io_rx_cdesc_ex c;
+  EXPECT_FALSE(a_.cqr.poll(&c));
+  // Ringing again with nothing new does no work.
+  EXPECT_EQ(a_.dev->ring_sq(a_.qp, 16), 0);
+  efa_io_rx_cdesc_ex rx = wait_b();
+  EXPECT_EQ(rx.base.length, 6);
+  EXPECT_EQ(std::memcmp(b_.at(1000), "from a", 6), 0);
+  // A's next progress call takes B's request in and completes its own send.
+  bool got_rx = false, got_tx = false;
+  for (int i = 0; i < 2; ++i) {
+    c = wait_a();
+    (q_type(c) == EFA_IO_SEND_QUEUE ? got_tx : got_rx) = true;
+  }
+  EXPECT_TRUE(got_rx && got_tx);
+  EXPECT_EQ(std::memcmp(a_.at(1000), "from b", 6), 0);
+}
+
 TEST_F(Pair, InlineSendAndUnknownAhCarriesSourceGid) {
   ASSERT_EQ(b_.dev->destroy_ah(ah_ba_), 0);
   ah_ba_ = nullptr;

@@ -136,6 +136,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   int set_qp_failed(backend::Qp* qp, int status) override;
   void set_event_handler(backend::EventHandler* handler) override;
   int progress(int budget) override;
+  int ring_sq(backend::Qp* qp, int budget) override;
 
   // EmuDevice
   Stats stats() const override;
@@ -186,6 +187,10 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
   // `now`: the steady clock the caller just read (0: read it here).
   int step_locked(int budget, uint64_t now = 0);
+  // A pass that only takes in qp's send-queue doorbell and executes its new WQEs (ring_sq).
+  int ring_sq_locked(EmuQp* qp, int budget, uint64_t now);
+  // Counts a caller's call in, for the engine thread's parking (engine_loop).
+  void note_caller(uint64_t now);
   // Without mu_: true when a pass at `now` would find nothing to do (see the top of this file).
   bool idle_at(uint64_t now);
   // At the end of a pass: marks the device idle if the pass left nothing pending.

@@ -54,6 +54,7 @@ class DoorbellPage {
   uint32_t* word(uint32_t index) { return &words_[index]; }
   DbOwner& owner(uint32_t index) { return owner_[index]; }
   void set_shadow(uint32_t index, uint32_t value) { __atomic_store_n(&shadow_[index], value, __ATOMIC_RELAXED); }
+  uint32_t shadow(uint32_t index) const { return __atomic_load_n(&shadow_[index], __ATOMIC_RELAXED); }
   // Without mu_: true when the page is small enough to be compared whole in a pass (see above)
   // and no word differs from its shadow, so a pass would find no doorbell. A larger page says
   // false.

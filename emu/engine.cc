@@ -120,8 +120,7 @@ void DeviceImpl::notify_pending() {
   for (EmuCq* cq : cqs) h->cq_overrun(cq);
 }
 
-int DeviceImpl::progress(int budget) {
-  const uint64_t now = now_ns();
+void DeviceImpl::note_caller(uint64_t now) {
   // Released, and acquired by every pass: what the caller wrote before this call happens before
   // whatever a later pass does, on any thread, as when every call took the lock. An application
   // fills a buffer, then lets a peer read it through a channel of its own; the engine thread may
@@ -130,6 +129,11 @@ int DeviceImpl::progress(int budget) {
   // Not a locked add: concurrent callers may lose a count, which only undercounts a rate that
   // a driving caller exceeds many times over (engine_loop).
   caller_calls_.store(caller_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+int DeviceImpl::progress(int budget) {
+  const uint64_t now = now_ns();
+  note_caller(now);
   if (idle_at(now)) {
     // As caller_calls_: a lost count only undercounts.
     stats_.v[kIdlePolls].store(stats_.v[kIdlePolls].load(std::memory_order_relaxed) + 1,
@@ -142,6 +146,51 @@ int DeviceImpl::progress(int budget) {
   mu_.unlock();
   if (notify) notify_pending();
   return n;
+}
+
+// A post's own work goes out at once: the packets that wait in the mailbox, the other queues'
+// doorbells and the timers are left to the next progress call, which the poster makes anyway to
+// learn of the completion. Fault plans, traces and a stepped clock see whole passes only.
+int DeviceImpl::ring_sq(backend::Qp* q, int budget) {
+  if (opt_.faults != nullptr || trace_ || opt_.step_clock_ns != 0 || q == nullptr) return progress(budget);
+  const uint64_t now = now_ns();
+  note_caller(now);
+  if (!mu_.try_lock()) return 0;  // whoever drives right now takes the doorbell in
+  int n = ring_sq_locked(static_cast<EmuQp*>(q), budget, now);
+  bool notify = !overrun_notify_.empty();
+  mu_.unlock();
+  if (notify) notify_pending();
+  return n;
+}
+
+int DeviceImpl::ring_sq_locked(EmuQp* qp, int budget, uint64_t now) {
+  if (budget <= 0) budget = 64;
+  (void)last_caller_ns_.load(std::memory_order_acquire);  // see note_caller()
+  ++pass_;
+  answers_in_pass_ = 0;
+  step_now_ = now;
+  bump(kSteps);
+  int work = 0;
+  in_pass_ = true;
+  if (qp->sq_db != nullptr) {
+    const uint32_t v = load_db(qp->sq_db);
+    if (v != db_.shadow(qp->sq_db_index)) on_doorbell(qp->sq_db_index, v, &work);
+  }
+  if (qp->sq_pending) {
+    work += process_sq(qp, budget);
+    if (qp->sq_fetch == qp->sq_db_seen) {
+      qp->sq_pending = false;
+      sq_pending_.erase(std::find(sq_pending_.begin(), sq_pending_.end(), qp));
+    }
+  }
+  if (answers_pending_) flush_answers();
+  in_pass_ = false;
+  if (tx_batch_open_) {
+    tx_batch_open_ = false;
+    fabric_->batch_end();
+  }
+  mark_quiet();
+  return work;
 }
 
 bool DeviceImpl::idle_at(uint64_t now) {

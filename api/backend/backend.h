@@ -309,6 +309,13 @@ class Device {
   // `budget` units of work. Returns the number of units done (0 when idle or when another thread
   // is driving it right now), or a negative errno. A hardware device returns 0.
   virtual int progress(int budget) = 0;
+  // The calling thread has just written qp's send-queue doorbell. A device that runs in its
+  // callers' threads starts that queue's work now, and nothing else (the rest waits for the next
+  // progress call); hardware did so at the doorbell write. Returns as progress() does.
+  virtual int ring_sq(Qp* qp, int budget) {
+    (void)qp;
+    return progress(budget);
+  }
 };
 
 struct DeviceInfo {

@@ -168,9 +168,11 @@ void EfaDomain::put_ah(const uint8_t gid[16]) {
 }
 
 EfaEp* EfaDomain::ep_by_qpn(uint32_t qpn) {
-  for (EfaEp* ep : eps)
-    if (ep->qpn == qpn) return ep;
-  return nullptr;
+  if (last_ep != nullptr && last_ep->qpn == qpn) return last_ep;
+  auto it = ep_of_qpn.find(qpn);
+  if (it == ep_of_qpn.end()) return nullptr;
+  last_ep = it->second;
+  return last_ep;
 }
 
 void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& ready) {

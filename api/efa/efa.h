@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "api/backend/backend.h"
@@ -177,7 +178,11 @@ struct EfaDomain {
   // counter in a wait set offers it, since its completions arrive through any of those CQs.
   int cq_epoll = -1;
   std::mutex lock;
-  std::vector<EfaEp*> eps;    // enabled EPs (for CQE dispatch by QPN)
+  std::vector<EfaEp*> eps;    // enabled EPs
+  // The same by QPN, for CQE dispatch (with the last one found first: most CQEs of a CQ name
+  // the same QP), so that a domain with many QPs does not search them at every completion.
+  std::unordered_map<uint32_t, EfaEp*> ep_of_qpn;
+  EfaEp* last_ep = nullptr;
   std::vector<EfaCq*> cqs;    // host-polled CQs
   std::vector<EfaEp*> proto_eps;  // enabled endpoints of a protocol domain (their progress)
   std::vector<EfaMr*> mrs;        // a protocol domain's MRs (the targets' key tables)

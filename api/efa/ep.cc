@@ -201,6 +201,7 @@ int ep_enable(EfaEp* ep) {
   {
     std::lock_guard<std::mutex> g(dom->lock);
     dom->eps.push_back(ep);
+    dom->ep_of_qpn[ep->qpn] = ep;
     ep->trace_qp = dom->trace_next_qp++;
   }
   {
@@ -261,6 +262,9 @@ int ep_close(fid* f) {
         break;
       }
     }
+    auto by_qpn = dom->ep_of_qpn.find(ep->qpn);
+    if (by_qpn != dom->ep_of_qpn.end() && by_qpn->second == ep) dom->ep_of_qpn.erase(by_qpn);
+    if (dom->last_ep == ep) dom->last_ep = nullptr;
   }
   if (ep->exported) {
     // Device CQ state must not keep pointing at this EP's released state.
@@ -483,7 +487,7 @@ ssize_t post_sq(EfaEp* ep, const efa_dp_wr& wr, bool report) {
     if (rc == -FI_EAGAIN) ep->dom->progress();
     return rc;
   }
-  ep->dom->dev->progress(16);
+  ep->dom->dev->ring_sq(ep->qp, 16);
   return 0;
 }
 

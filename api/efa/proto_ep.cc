@@ -322,7 +322,7 @@ ssize_t proto_send(EfaEp* ep, const ProtoSend& s) {
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
-  ep->dom->dev->progress(16);
+  ep->dom->dev->ring_sq(ep->qp, 16);
   return 0;
 }
 
@@ -397,7 +397,7 @@ ssize_t proto_atomic(EfaEp* ep, const ProtoAtomic& a) {
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
-  ep->dom->dev->progress(16);
+  ep->dom->dev->ring_sq(ep->qp, 16);
   return 0;
 }
 
@@ -444,7 +444,7 @@ ssize_t proto_rma(EfaEp* ep, bool write, const iovec* iov, void** desc, size_t c
   }
   if (rc == -FI_EAGAIN) return busy(ep);
   if (rc) return rc;
-  ep->dom->dev->progress(16);
+  ep->dom->dev->ring_sq(ep->qp, 16);
   return 0;
 }
 
