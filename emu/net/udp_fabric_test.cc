@@ -209,7 +209,11 @@ TEST(UdpFabric, APollerReadsTheSocketOnItsOwnThread) {
       in_sink.store(in_sink.load() + sb.take().size());
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receive thread parks
+  // The receive thread parks once it sees the poller (within a park's length on a quiet machine;
+  // a loaded one may take longer): only then is the socket the poller's to read.
+  const auto parked_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (b->stats().rx_parks == 0 && std::chrono::steady_clock::now() < parked_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (size_t i = 1; i <= kPackets; ++i) {
     const size_t bytes = i % 2 ? 64 : 20000;  // one datagram, or several
     // (EXPECT: the poller thread must be joined before the test returns.)
