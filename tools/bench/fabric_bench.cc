@@ -4,6 +4,11 @@
 //    fi_pingpong keeps one (and, for comparison, with each receive posted only after the round
 //    completed, where a send may meet an empty receive queue), and 1 MiB RDMA write bandwidth;
 //  - Debian libfabric's own fi_pingpong, `-p shm -e rdm` and `-p tcp -e rdm`, at 64 B and 1 MiB;
+//  - the same fi_pingpong, `-p efa -e rdm`, on the project's library (the libxpufab.so this
+//    binary carries in its runfiles, reached as libfabric.so.1) over the emulated EFA: the
+//    target's own program on both sides. fi_pingpong times its first iterations too, where the
+//    emulator's queues and mailboxes still fault in their pages; it runs N and N/10 times and
+//    the steady-state latency is the slope between the two (shm is measured the same way);
 //  - 16 processes all-to-all (64 B messages/s), 1,000 QPs on one device (latency vs one QP),
 //    the CPU an idle device costs (getrusage over a few seconds), and the CPU the device's own
 //    threads (engine, mailbox receive) take while the application drives it in the ping-pong.
@@ -450,7 +455,11 @@ struct PpResult {
 };
 
 // Debian libfabric's fi_pingpong at one size; usec/xfer and MB/sec from its table.
-PpResult fi_pingpong(const std::string& prov, size_t size, int iters) {
+// Debian's fi_pingpong at one size, on Debian's libfabric, or with `env` on another (the
+// project's library: LD_LIBRARY_PATH and the emulator's settings); usec/xfer and MB/sec from its
+// table.
+PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
+                     const std::vector<std::string>& env = {}) {
   PpResult r;
   std::string port = std::to_string(next_port());
   std::vector<std::string> common = {"fi_pingpong", "-p", prov, "-e", "rdm", "-S", std::to_string(size),
@@ -458,9 +467,11 @@ PpResult fi_pingpong(const std::string& prov, size_t size, int iters) {
   std::vector<std::string> sv = common, cl = common;
   sv.insert(sv.end(), {"-B", port});
   cl.insert(cl.end(), {"-P", port, "127.0.0.1"});
-  Proc s = spawn(sv, {});
+  std::vector<std::string> e = env;
+  if (!env.empty()) e.push_back("FI_EFA_EMU_FABRIC_KEY=bench-fi-pingpong-" + std::to_string(getpid()) + "-" + port);
+  Proc s = spawn(sv, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  Proc c = spawn(cl, {});
+  Proc c = spawn(cl, e);
   bool ok = true;
   std::string out = finish(c, 60, &ok);
   finish(s, 10, &ok);
@@ -475,6 +486,30 @@ PpResult fi_pingpong(const std::string& prov, size_t size, int iters) {
     r.bw_mbs = mbs;
   }
   return r;
+}
+
+// One-way 64 B latency of fi_pingpong in its steady state: runs of `iters` and `iters` / 10
+// round trips, and the slope between their total times (usec/xfer is a one-way figure, over
+// twice the iterations). -1 when a run failed.
+double fi_pingpong_steady(const std::string& prov, int iters, const std::vector<std::string>& env = {}) {
+  const int few = iters / 10;
+  const double many_us = fi_pingpong(prov, 64, iters, env).lat_us;
+  const double few_us = fi_pingpong(prov, 64, few, env).lat_us;
+  if (many_us < 0 || few_us < 0) return -1;
+  return (many_us * 2.0 * iters - few_us * 2.0 * few) / (2.0 * (iters - few));
+}
+
+// The environment that runs Debian's fi_pingpong on the project's library over the emulated EFA:
+// a directory where libfabric.so.1 is the runfiles' libxpufab.so. Empty when it is not there.
+std::vector<std::string> xpufab_env(const std::string& dir) {
+  std::string lib = self_exe() + ".runfiles/xpufab/api/lib/libxpufab.so";
+  if (access(lib.c_str(), R_OK) != 0) lib = "api/lib/libxpufab.so";  // bazel run: the runfiles
+  char real[4096];
+  if (realpath(lib.c_str(), real) == nullptr) return {};
+  const std::string link = dir + "/libfabric.so.1";
+  unlink(link.c_str());
+  if (symlink(real, link.c_str()) != 0) return {};
+  return {"LD_LIBRARY_PATH=" + dir, "FI_EFA_BACKEND=emu", "FI_EFA_EMU_FABRIC=shm"};
 }
 
 void row(const char* what, double value, const char* unit) {
@@ -544,10 +579,22 @@ int driver_main(bool quick) {
   std::vector<std::string> emu_outs;  // each run's RESULT lines
   std::vector<std::string> pp_env = {"BENCH_ITERS=" + std::to_string(iters),
                                      "BENCH_WITERS=" + std::to_string(witers)};
+  char libdir[] = "/tmp/fabric_bench.XXXXXX";
+  const bool have_dir = mkdtemp(libdir) != nullptr;
+  const std::vector<std::string> ours = have_dir ? xpufab_env(libdir) : std::vector<std::string>{};
+  // The same program on both: fi_pingpong's steady state, more round trips than the rest.
+  const int pp_iters = quick ? 20000 : 50000;
+  std::vector<double> shm_steady, ours_steady;
   for (int r = 0; r < runs; ++r) {
     shm_lats.push_back(fi_pingpong("shm", 64, iters).lat_us);
     shm_bws.push_back(fi_pingpong("shm", kBig, witers).bw_mbs);
     emu_outs.push_back(run_peers("pingpong", 2, 0, 1, 120, pp_env, &ok));
+    shm_steady.push_back(fi_pingpong_steady("shm", pp_iters));
+    ours_steady.push_back(ours.empty() ? -1 : fi_pingpong_steady("efa", pp_iters, ours));
+  }
+  if (have_dir) {
+    unlink((std::string(libdir) + "/libfabric.so.1").c_str());
+    rmdir(libdir);
   }
   // What one RESULT field read in each run.
   auto per_run = [&emu_outs](const char* name) {
@@ -578,6 +625,8 @@ int driver_main(bool quick) {
   row("libfabric tcp fi_pingpong 64 B latency", tcp64.lat_us, "us");
   row("libfabric shm fi_pingpong 1 MiB bandwidth", shm1m.bw_mbs, "MB/s");
   row("libfabric tcp fi_pingpong 1 MiB bandwidth", tcp1m.bw_mbs, "MB/s");
+  row("fi_pingpong -p shm, steady state, 64 B", lowest(shm_steady), "us");
+  row("fi_pingpong -p efa on xpufab, steady state", lowest(ours_steady), "us");
   row("emulated EFA 64 B send latency", emu_lat, "us");
   row("  the same, receive posted after the round", emu_lat_late, "us");
   row("emulated EFA 1 MiB RDMA write bandwidth", emu_bw, "MB/s");
@@ -595,8 +644,11 @@ int driver_main(bool quick) {
                 joined(emu_lats).c_str());
     std::printf("per run: shm 1 MiB bandwidth %s MB/s; emulated %s MB/s\n", joined(shm_bws).c_str(),
                 joined(emu_bws).c_str());
+    std::printf("per run: fi_pingpong steady state, shm %s us; efa on xpufab %s us\n",
+                joined(shm_steady).c_str(), joined(ours_steady).c_str());
   }
   std::printf("\n");
+  ratio_row("fi_pingpong efa / shm, 64 B, steady state", lowest(ours_steady), lowest(shm_steady), 1.5, true);
   ratio_row("emu / shm latency, 64 B", emu_lat, shm64.lat_us, 1.5, true);
   ratio_row("emu / tcp latency, 64 B", emu_lat, tcp64.lat_us, 0.3, true);
   ratio_row("emu / shm bandwidth, 1 MiB", emu_bw, shm1m.bw_mbs, 0.8, false);
