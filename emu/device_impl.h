@@ -189,6 +189,9 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   int step_locked(int budget, uint64_t now = 0);
   // A pass that only takes in qp's send-queue doorbell and executes its new WQEs (ring_sq).
   int ring_sq_locked(EmuQp* qp, int budget, uint64_t now);
+  // The bookkeeping every pass opens with (its number, clock and answer count) and closes with.
+  void begin_pass(uint64_t now);
+  void end_pass();
   // Counts a caller's call in, for the engine thread's parking (engine_loop).
   void note_caller(uint64_t now);
   // Without mu_: true when a pass at `now` would find nothing to do (see the top of this file).

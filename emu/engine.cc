@@ -165,13 +165,8 @@ int DeviceImpl::ring_sq(backend::Qp* q, int budget) {
 
 int DeviceImpl::ring_sq_locked(EmuQp* qp, int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
-  (void)last_caller_ns_.load(std::memory_order_acquire);  // see note_caller()
-  ++pass_;
-  answers_in_pass_ = 0;
-  step_now_ = now;
-  bump(kSteps);
+  begin_pass(now);
   int work = 0;
-  in_pass_ = true;
   if (qp->sq_db != nullptr) {
     const uint32_t v = load_db(qp->sq_db);
     if (v != db_.shadow(qp->sq_db_index)) on_doorbell(qp->sq_db_index, v, &work);
@@ -183,6 +178,21 @@ int DeviceImpl::ring_sq_locked(EmuQp* qp, int budget, uint64_t now) {
       sq_pending_.erase(std::find(sq_pending_.begin(), sq_pending_.end(), qp));
     }
   }
+  end_pass();
+  return work;
+}
+
+void DeviceImpl::begin_pass(uint64_t now) {
+  (void)last_caller_ns_.load(std::memory_order_acquire);  // see note_caller()
+  ++pass_;
+  answers_in_pass_ = 0;
+  step_now_ = now;
+  bump(kSteps);
+  in_pass_ = true;
+}
+
+// What a pass sent leaves together: its coalesced answers, then its batch of sends.
+void DeviceImpl::end_pass() {
   if (answers_pending_) flush_answers();
   in_pass_ = false;
   if (tx_batch_open_) {
@@ -190,7 +200,6 @@ int DeviceImpl::ring_sq_locked(EmuQp* qp, int budget, uint64_t now) {
     fabric_->batch_end();
   }
   mark_quiet();
-  return work;
 }
 
 bool DeviceImpl::idle_at(uint64_t now) {
@@ -216,13 +225,8 @@ void DeviceImpl::mark_quiet() {
 
 int DeviceImpl::step_locked(int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
-  (void)last_caller_ns_.load(std::memory_order_acquire);  // see progress()
-  ++pass_;
-  answers_in_pass_ = 0;
-  step_now_ = opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns();
-  bump(kSteps);
+  begin_pass(opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns());
   int work = 0;
-  in_pass_ = true;
   // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
   // while the engine is driven, and what it reads comes here in one batch, not through the inbox.
   if (attached_) {
@@ -249,13 +253,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
     }
   }
   fire_timers();
-  if (answers_pending_) flush_answers();
-  in_pass_ = false;
-  if (tx_batch_open_) {
-    tx_batch_open_ = false;
-    fabric_->batch_end();
-  }
-  mark_quiet();
+  end_pass();
   return work;
 }
 

@@ -44,6 +44,14 @@ class Conformance : public OpenDomain<::testing::TestWithParam<const char*>> {
     return ep;
   }
 
+  // A CQ of `fmt` and two endpoints bound to it, in the AV at *a and *b; closed at teardown.
+  void open_pair(fi_cq_format fmt, fid_cq** cq, fid_ep** ea, fi_addr_t* a, fid_ep** eb, fi_addr_t* b) {
+    *cq = open_cq(fmt);
+    *ea = open_ep(*cq, a);
+    *eb = open_ep(*cq, b);
+    closing_ = {&(*cq)->fid, &(*ea)->fid, &(*eb)->fid};
+  }
+
   fid_mr* reg(void* buf, size_t len, uint64_t access) {
     fid_mr* mr = nullptr;
     EXPECT_EQ(fi_mr_reg(domain_, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
@@ -74,11 +82,10 @@ TEST_P(Conformance, GetinfoXpuNeedsXpuDescMrMode) {
 }
 
 TEST_P(Conformance, PingPongSendRecvWithData) {
-  fid_cq* cq = open_cq(FI_CQ_FORMAT_DATA);
+  fid_cq* cq = nullptr;
+  fid_ep *ea = nullptr, *eb = nullptr;
   fi_addr_t a = 0, b = 0;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
-  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  open_pair(FI_CQ_FORMAT_DATA, &cq, &ea, &a, &eb, &b);
   std::vector<uint8_t> sbuf(256), rbuf(256, 0);
   for (size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = static_cast<uint8_t>(i * 7 + 1);
   fid_mr* smr = reg(sbuf.data(), sbuf.size(), FI_SEND);
@@ -113,11 +120,10 @@ TEST_P(Conformance, PingPongSendRecvWithData) {
 }
 
 TEST_P(Conformance, RdmaWriteAndReadVerified) {
-  fid_cq* cq = open_cq(FI_CQ_FORMAT_MSG);
+  fid_cq* cq = nullptr;
+  fid_ep *ea = nullptr, *eb = nullptr;
   fi_addr_t a = 0, b = 0;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
-  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  open_pair(FI_CQ_FORMAT_MSG, &cq, &ea, &a, &eb, &b);
   std::vector<uint8_t> local(4096), remote(4096, 0), back(4096, 0);
   for (size_t i = 0; i < local.size(); ++i) local[i] = static_cast<uint8_t>(i ^ 0x5a);
   // RDMA write is optional (rdma-core v44, emulated gen2): where fi_getinfo does not offer it, the
@@ -157,11 +163,10 @@ TEST_P(Conformance, RdmaWriteAndReadVerified) {
 }
 
 TEST_P(Conformance, BadKeyWriteGivesErrorCompletion) {
-  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fid_cq* cq = nullptr;
+  fid_ep *ea = nullptr, *eb = nullptr;
   fi_addr_t a = 0, b = 0;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
-  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  open_pair(FI_CQ_FORMAT_CONTEXT, &cq, &ea, &a, &eb, &b);
   std::vector<uint8_t> local(64, 1), remote(64, 0);
   // Without RDMA write on offer the write is refused up front; a read with the bad key then
   // exercises the same remote-key check (and must leave the local buffer alone).
@@ -198,11 +203,10 @@ TEST_P(Conformance, BadKeyWriteGivesErrorCompletion) {
 // A batch read hands out what completed before an error, then -FI_EAVAIL until fi_cq_readerr
 // takes the error, then what completed after it; each completion exactly once.
 TEST_P(Conformance, ReadsAroundAnErrorCompletionLoseAndRepeatNothing) {
-  fid_cq* cq = open_cq(FI_CQ_FORMAT_CONTEXT);
+  fid_cq* cq = nullptr;
+  fid_ep *ea = nullptr, *eb = nullptr;
   fi_addr_t a = 0, b = 0;
-  fid_ep* ea = open_ep(cq, &a);
-  fid_ep* eb = open_ep(cq, &b);
-  closing_ = {&cq->fid, &ea->fid, &eb->fid};
+  open_pair(FI_CQ_FORMAT_CONTEXT, &cq, &ea, &a, &eb, &b);
   std::vector<uint8_t> sbuf(64, 3), rbuf(4 * 64, 0), remote(64, 0);
   const bool can_write = offers_rma(info_, FI_WRITE);
   fid_mr* smr = reg(sbuf.data(), sbuf.size(), FI_SEND | (can_write ? FI_WRITE : FI_READ));
