@@ -58,6 +58,9 @@ struct World {
   Node* node = nullptr;
   std::vector<NodeAddress> addrs;
   std::vector<uint32_t> peer;  // by rank
+  // Registered buffers, freed only after the node: memory must outlive its registration, since
+  // the device serves a peer's late repeat of a read (its answer lost or slow) from it.
+  std::vector<std::vector<uint8_t>> registered;
   int rank() const { return s.rank(); }
 };
 
@@ -247,7 +250,7 @@ int run_tag(World& w) {
   const uint32_t other = w.peer[w.rank() == 0 ? 1 : 0];
   constexpr size_t kBig = 4u << 20;
   constexpr int kSame = 50;
-  std::vector<uint8_t> big(kBig);
+  std::vector<uint8_t>& big = w.registered.emplace_back(kBig);
   uint32_t lkey = 0, rkey = 0;
   CHECK(w.node->reg(big.data(), big.size(), &lkey, &rkey) == 0);
   if (w.rank() == 1) {
@@ -417,7 +420,7 @@ int run_bench(World& w) {
   {
     const size_t len = 1u << 20;
     const int window = 8, rounds = 40;
-    std::vector<uint8_t> buf(len * window);
+    std::vector<uint8_t>& buf = w.registered.emplace_back(len * window);
     uint32_t lkey = 0, rkey = 0;
     CHECK(w.node->reg(buf.data(), buf.size(), &lkey, &rkey) == 0);
     std::vector<uint8_t> ack(8);
