@@ -454,7 +454,6 @@ struct PpResult {
   double lat_us = -1, bw_mbs = -1;
 };
 
-// Debian libfabric's fi_pingpong at one size; usec/xfer and MB/sec from its table.
 // Debian's fi_pingpong at one size, on Debian's libfabric, or with `env` on another (the
 // project's library: LD_LIBRARY_PATH and the emulator's settings); usec/xfer and MB/sec from its
 // table.
