@@ -64,13 +64,22 @@ void DeviceImpl::release_cqes() {
 
 void DeviceImpl::write_cqe_now(EmuCq* cq, efa_io_rx_cdesc_ex* cqe, uint32_t qpn, EmuQp* qp) {
   uint32_t slot = cq->produced & (cq->entries - 1);
-  uint32_t dbv = load_db(cq->db);
-  if (dbv != 0) cq->db_written = true;
   if (cq->overrun) return;
-  if (cq->db_written) {
-    uint16_t ci = efa_io_cq_db_get_consumer_index(dbv);
-    if (static_cast<uint16_t>(static_cast<uint16_t>(cq->produced) - ci) >= cq->entries) {
-      return cq_overrun(cq, qpn, slot);
+  // The consumer's index only grows, so while the ring has room beyond the index read last,
+  // it has room beyond the current one: the doorbell word (a line the consumer writes) is read
+  // only when the ring looks full.
+  if (static_cast<uint16_t>(static_cast<uint16_t>(cq->produced) - cq->ci_seen) >= cq->entries) {
+    const uint32_t dbv = load_db(cq->db);
+    if (dbv != 0) cq->db_written = true;
+    if (cq->db_written) {
+      cq->ci_seen = efa_io_cq_db_get_consumer_index(dbv);
+      if (static_cast<uint16_t>(static_cast<uint16_t>(cq->produced) - cq->ci_seen) >= cq->entries) {
+        return cq_overrun(cq, qpn, slot);
+      }
+    } else {
+      // A consumer that reports nothing cannot be checked: look again a ring later (the pass
+      // that first sees its doorbell written sets the index it reports).
+      cq->ci_seen = static_cast<uint16_t>(cq->produced);
     }
   }
   uint8_t phase = static_cast<uint8_t>(((cq->produced >> cq->log2_entries) & 1) ^ 1);

@@ -49,6 +49,7 @@
 #include "device/efa_io_defs.h"
 #include "emu/clock.h"
 #include "emu/device.h"
+#include "emu/device_mutex.h"
 #include "emu/doorbells.h"
 #include "emu/fabric.h"
 #include "emu/fault.h"
@@ -60,28 +61,6 @@
 
 namespace xpufab {
 namespace emu {
-
-// The device's mu_: a std::mutex whose every acquisition clears the mark of an idle engine.
-class DeviceMutex {
- public:
-  void lock() {
-    m_.lock();
-    quiet_until_ns.store(0, std::memory_order_relaxed);
-  }
-  bool try_lock() {
-    if (!m_.try_lock()) return false;
-    quiet_until_ns.store(0, std::memory_order_relaxed);
-    return true;
-  }
-  void unlock() { m_.unlock(); }
-
-  // Nonzero: the last holder was an engine pass that left no work behind, and no timer falls due
-  // before this time (steady clock). Set by that pass just before it unlocks.
-  std::atomic<uint64_t> quiet_until_ns{0};
-
- private:
-  std::mutex m_;
-};
 
 constexpr uint32_t kMaxQueueDepth = 32768;  // 16-bit producer counts need an even lap count
 constexpr uint32_t kAnswersBeforeFastRetransmit = 3;  // TCP's duplicate-ack threshold
@@ -378,7 +357,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     OpSlot& s = op_slots_[idx];
     s.used = false;
     // claim_op_slot makes a fresh op of it; only the bytes are given back now.
-    s.op.pkt.payload = Payload();
+    s.op.pkt.payload.clear();
     op_free_.push_back(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }

@@ -128,6 +128,7 @@ void DeviceImpl::on_doorbell(uint32_t index, uint32_t value, int* work) {
     case DbKind::kCq: {
       auto* cq = static_cast<EmuCq*>(owner.obj);
       cq->db_written = true;
+      cq->ci_seen = efa_io_cq_db_get_consumer_index(value);  // write_cqe_now's room check
       // The doorbell is sampled, not seen write by write: libefa's arm (arm bit, fresh cmd_sn)
       // is often overwritten by its next consumer-index update (same cmd_sn, no arm bit) before
       // a pass reads the word. cmd_sn only advances when an event is taken, and the arm that

@@ -124,6 +124,13 @@ class Payload {
     resize(n);
     if (n != 0) std::memmove(data(), b, n);
   }
+  // Empty, holding no heap bytes and borrowing nothing (the inline bytes are left as they are).
+  void clear() {
+    if (big_) big_.reset();
+    cap_ = 0;
+    ext_ = nullptr;
+    size_ = 0;
+  }
   // Borrows [b, b + n); the caller keeps it alive and unchanged while this payload refers to it.
   void view(const uint8_t* b, size_t n) {
     if (n == 0) return resize(0);

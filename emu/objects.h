@@ -15,6 +15,7 @@
 #include "device/efa_io_defs.h"
 #include "emu/device.h"
 #include "emu/fabric.h"
+#include "emu/fifo.h"
 
 namespace xpufab {
 namespace emu {
@@ -89,6 +90,7 @@ class EmuCq : public backend::Cq {
   uint32_t db_index = 0;
   uint32_t* db = nullptr;
   bool db_written = false;  // the consumer reports its index through the doorbell
+  uint16_t ci_seen = 0;     // its consumer index when the doorbell was last read
   bool with_sgid = false;
   bool armed = false;
   uint32_t arm_sn_seen = 0;  // cmd_sn of the last CQ doorbell value sampled
@@ -120,7 +122,7 @@ struct PeerPath {
   // Transmissions in the order they left: (transmission sequence, token). An entry is live
   // while its op's tx_seq still names it; answered and resent ones stay until they reach the
   // front (no allocation per packet, unlike a map keyed by sequence).
-  std::deque<std::pair<uint64_t, uint64_t>> in_flight;
+  Fifo<std::pair<uint64_t, uint64_t>> in_flight;
   uint32_t next_seq = 0;       // Packet::seq of the last new request to this peer
   // One timer covers every transmission in in_flight: it is due no later than the earliest
   // deadline among them (0: none armed), so a transmission arms nothing of its own unless it is

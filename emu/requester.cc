@@ -196,7 +196,7 @@ uint32_t DeviceImpl::claim_op_slot() {
 }
 
 void DeviceImpl::release_op_slot(uint32_t idx) {
-  op_slots_[idx].op.pkt.payload = Payload();
+  op_slots_[idx].op.pkt.payload.clear();
   op_free_.push_back(idx);
 }
 

@@ -22,7 +22,7 @@ void DeviceImpl::arm_rto(TxOp* op, uint64_t token) {
     q.pop_front();
   }
   op->tx_seq = ++tx_seq_;  // an earlier entry of this op is dead from now on
-  q.emplace_back(op->tx_seq, token);
+  q.push_back({op->tx_seq, token});
   op->later_answered = 0;
   op->sent_ns = step_now_;
   if (op->state != OpState::kAwaitResponse || op->rto_ns == 0) {
@@ -51,7 +51,8 @@ void DeviceImpl::fire_path(uint64_t when, uint32_t index) {
   // timers of their own would); the earliest later deadline keeps the path's timer armed.
   due_tx_.clear();
   uint64_t next = 0;
-  for (const auto& e : path->in_flight) {
+  for (size_t i = 0; i < path->in_flight.size(); ++i) {
+    const auto& e = path->in_flight[i];
     TxOp* t = find_op(e.second);
     if (t == nullptr || t->path != path || t->tx_seq != e.first) continue;
     if (t->deadline_ns <= step_now_) {
