@@ -120,7 +120,7 @@ void DeviceImpl::signal_cq(EmuCq* cq) {
   (void)n;
 }
 
-void DeviceImpl::count(EmuQp* qp, uint32_t cntr_op, bool ok) {
+void DeviceImpl::count_bound(EmuQp* qp, uint32_t cntr_op, bool ok) {
   for (auto& c : qp->cntrs) {
     if (!(c.second & cntr_op)) continue;
     uint64_t* target = ok ? c.first->value : c.first->error;

@@ -270,7 +270,11 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     if (opt_.faults != nullptr && cqe_fault(cq, cqe, qp->qpn_)) return;
     write_cqe_now(cq, cqe, qp->qpn_, qp);
   }
-  void count(EmuQp* qp, uint32_t cntr_op, bool ok);
+  // Advances the completion counters bound to qp for cntr_op (most QPs have none).
+  void count(EmuQp* qp, uint32_t cntr_op, bool ok) {
+    if (!qp->cntrs.empty()) count_bound(qp, cntr_op, ok);
+  }
+  void count_bound(EmuQp* qp, uint32_t cntr_op, bool ok);
   void flush_qp(EmuQp* qp);
   void flush_rq(EmuQp* qp);
   // Counts, traces and reports a diagnostic; in strict mode logs it and aborts.
