@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "emu/spin.h"
+
 namespace xpufab {
 namespace emu {
 namespace {
@@ -12,14 +14,6 @@ constexpr int kSpins = 100;
 
 void futex_op(std::atomic<uint32_t>* word, int op, uint32_t val) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
-}
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emu/device_impl.h"
+#include "emu/spin.h"
 
 namespace xpufab {
 namespace emu {
@@ -19,14 +20,6 @@ namespace emu {
 using namespace ::xpufab::backend;
 
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 uint64_t next_rand(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -21,6 +21,7 @@
 #include "emu/clock.h"
 #include "emu/net/shm_fabric.h"
 #include "emu/net/wire.h"
+#include "emu/spin.h"
 
 namespace xpufab {
 namespace emu {
@@ -49,14 +50,6 @@ constexpr uint64_t kLockProbeNs = 2000000;
 // handover orders: a plain add, not a locked one. Readers sum them in stats().
 inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
 }
 
 // The engine's clock, which hands its pass times to poll_rx_batch. Times from another process
