@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <atomic>
@@ -141,28 +143,66 @@ bool exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+bool kill_child(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status;
+  return waitpid(pid, &status, 0) == pid;
+}
+
+// A child process that runs body(report): body sets up what the test needs and calls report(text),
+// which hands text to the parent and waits, inside body's frame, to be killed; a body that
+// returns has failed. The child's pid and *text, or -1 when body failed or the child never
+// reported. A child forked from a process whose other threads run may wedge before it reports
+// (ThreadSanitizer's runtime can, in a child of a multi-threaded process); one that stays silent
+// for kChildReportMs is killed and forked again, twice at most.
+template <class Body>
+pid_t child_reporting(Body body, std::string* text) {
+  constexpr int kChildReportMs = 15000, kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return -1;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipefd[0]);
+      body([&](const std::string& r) {
+        if (write(pipefd[1], r.data(), r.size()) != static_cast<ssize_t>(r.size())) _exit(1);
+        pause();
+        _exit(0);
+      });
+      _exit(1);
+    }
+    close(pipefd[1]);  // so that a child that dies closes the pipe's last write end
+    if (pid < 0) {
+      close(pipefd[0]);
+      return -1;
+    }
+    pollfd pfd{pipefd[0], POLLIN, 0};
+    char buf[512];
+    ssize_t n = -1;
+    if (poll(&pfd, 1, kChildReportMs) == 1) n = read(pipefd[0], buf, sizeof(buf));
+    close(pipefd[0]);
+    if (n > 0) {
+      text->assign(buf, static_cast<size_t>(n));
+      return pid;
+    }
+    kill_child(pid);
+    if (n == 0) return -1;  // it exited without a report: body failed
+    std::fprintf(stderr, "child %d did not report in %d ms; forking another\n", pid, kChildReportMs);
+  }
+  return -1;
+}
+
 // A child process with a fabric of `o` and gid_of(7) attached, which waits to be killed; *dir
 // is its fabric's directory. -1 when it could not be started.
 pid_t child_with_mailbox(const ShmFabricOptions& o, std::string* dir) {
-  int ready[2];
-  if (pipe(ready) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::shared_ptr<ShmFabric> c;
-    TestSink s;
-    if (ShmFabric::create(o, &c) != 0 || c->attach(gid_of(7), &s) != 0) _exit(1);
-    const std::string& d = c->dir();
-    if (write(ready[1], d.data(), d.size()) != static_cast<ssize_t>(d.size())) _exit(1);
-    pause();
-    _exit(0);
-  }
-  char buf[512];
-  const ssize_t n = pid > 0 ? read(ready[0], buf, sizeof(buf)) : -1;
-  close(ready[0]);
-  close(ready[1]);
-  if (n <= 0) return -1;
-  dir->assign(buf, static_cast<size_t>(n));
-  return pid;
+  return child_reporting(
+      [&o](auto report) {
+        std::shared_ptr<ShmFabric> c;
+        TestSink s;
+        if (ShmFabric::create(o, &c) != 0 || c->attach(gid_of(7), &s) != 0) return;
+        report(c->dir());
+      },
+      dir);
 }
 
 // A key's directory lives while a fabric of the key does, or a live process's mailbox: the last
@@ -337,29 +377,16 @@ TEST(ShmFabric, AProducerThatDiesHoldingTheLockDoesNotWedgeTheMailbox) {
   ASSERT_EQ(sb.wait_for(1, 10000), 1u);
   // A child takes the lock, writes half a record and stays until killed.
   auto abandon_in_child = [&o] {
-    int ready[2];
-    if (pipe(ready) != 0) return pid_t{-1};
-    pid_t pid = fork();
-    if (pid == 0) {
-      ShmFabricOptions co = o;
-      co.test_abandon_lock = true;
-      std::shared_ptr<ShmFabric> c;
-      if (ShmFabric::create(co, &c) != 0) _exit(1);
-      char x = c->send(gid_of(62), make_packet(gid_of(63), 666, 3000)) == -EIO ? 1 : 0;
-      if (write(ready[1], &x, 1) != 1) _exit(1);
-      pause();
-      _exit(0);
-    }
-    char x = 0;
-    if (pid < 0 || read(ready[0], &x, 1) != 1 || x != 1) pid = -1;
-    close(ready[0]);
-    close(ready[1]);
-    return pid;
-  };
-  auto kill_child = [](pid_t pid) {
-    kill(pid, SIGKILL);
-    int status;
-    return waitpid(pid, &status, 0) == pid;
+    std::string report;
+    return child_reporting(
+        [&o](auto report) {
+          ShmFabricOptions co = o;
+          co.test_abandon_lock = true;
+          std::shared_ptr<ShmFabric> c;
+          if (ShmFabric::create(co, &c) != 0) return;
+          if (c->send(gid_of(62), make_packet(gid_of(63), 666, 3000)) == -EIO) report("abandoned");
+        },
+        &report);
   };
   pid_t pid = abandon_in_child();
   ASSERT_GT(pid, 0);
