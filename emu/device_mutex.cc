@@ -1,9 +1,5 @@
 #include "emu/device_mutex.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "emu/spin.h"
 
 namespace xpufab {
@@ -11,10 +7,6 @@ namespace emu {
 namespace {
 
 constexpr int kSpins = 100;
-
-void futex_op(std::atomic<uint32_t>* word, int op, uint32_t val) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
-}
 
 }  // namespace
 
@@ -28,12 +20,12 @@ void DeviceMutex::lock_contended(uint32_t seen) {
   // it as kHeldWithSleepers (not kHeld) keeps that true for the sleepers still waiting.
   if (seen != kHeldWithSleepers) seen = word_.exchange(kHeldWithSleepers, std::memory_order_acquire);
   while (seen != kFree) {
-    futex_op(&word_, FUTEX_WAIT, kHeldWithSleepers);
+    futex(&word_, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, kHeldWithSleepers, nullptr);
     seen = word_.exchange(kHeldWithSleepers, std::memory_order_acquire);
   }
 }
 
-void DeviceMutex::wake_one() { futex_op(&word_, FUTEX_WAKE, 1); }
+void DeviceMutex::wake_one() { futex(&word_, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr); }
 
 }  // namespace emu
 }  // namespace xpufab

@@ -58,10 +58,6 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
 inline uint64_t now_ns() { return clock::mono_ns(); }
 constexpr uint64_t kCrossProcessSlackNs = 2 * clock::kSlackNs;
 
-inline int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
-  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
-}
-
 // Fences across processes on demand (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED). A producer
 // publishes a record by storing the tail and then reads whether the consumer sleeps; the consumer
 // stores that it sleeps and then reads the tail. One side must fence between its store and its
