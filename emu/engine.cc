@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "emu/device_impl.h"
-#include "emu/spin.h"
+#include "base/spin.h"
 
 namespace xpufab {
 namespace emu {
 
 using namespace ::xpufab::backend;
+using ::xpufab::base::cpu_relax;
 
 namespace {
 

@@ -73,7 +73,7 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     e.valid = true;
     e.addr = in[i];
     e.ahn = ah->ahn();
-    std::lock_guard<std::mutex> g(av->lock);
+    std::lock_guard<Lock> g(av->lock);
     av->entries.push_back(e);
     av->count.store(av->entries.size(), std::memory_order_release);
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
@@ -81,7 +81,7 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
   }
   if (done) {
     // Exported protocol endpoints on this AV: device code names the new peers right away.
-    std::lock_guard<std::mutex> g(av->dom->lock);
+    std::lock_guard<Lock> g(av->dom->lock);
     for (EfaEp* ep : av->dom->proto_eps)
       if (ep->av == av && ep->exported) xpu_ep_av_grown(ep);
   }
@@ -103,7 +103,7 @@ int av_remove(fid_av* fav, fi_addr_t* fi_addr, size_t count, uint64_t flags) {
   if (!av || (!fi_addr && count) || flags) return -FI_EINVAL;
   std::vector<EfaAddr> gone;
   {
-    std::lock_guard<std::mutex> g(av->lock);
+    std::lock_guard<Lock> g(av->lock);
     for (size_t i = 0; i < count; ++i)
       if (fi_addr[i] >= av->entries.size() || !av->entries[fi_addr[i]].valid) return -FI_EINVAL;
     for (size_t i = 0; i < count; ++i) {

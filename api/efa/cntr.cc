@@ -31,7 +31,6 @@ int cntr_add(fid_cntr* f, uint64_t v) {
   if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value += v;
-  c->cv.notify_all();
   c->wake.wake();
   c->pollable.wake_watchers();
   return 0;
@@ -42,7 +41,6 @@ int cntr_set(fid_cntr* f, uint64_t v) {
   if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->value = v;
-  c->cv.notify_all();
   c->wake.wake();
   c->pollable.wake_watchers();
   return 0;
@@ -53,7 +51,6 @@ int cntr_adderr(fid_cntr* f, uint64_t v) {
   if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err += v;
-  c->cv.notify_all();
   c->wake.wake();
   c->pollable.wake_watchers();
   return 0;
@@ -64,7 +61,6 @@ int cntr_seterr(fid_cntr* f, uint64_t v) {
   if (!c) return -FI_EINVAL;
   if (c->is_xpu()) return -FI_EOPNOTSUPP;
   c->err = v;
-  c->cv.notify_all();
   c->wake.wake();
   c->pollable.wake_watchers();
   return 0;
@@ -154,7 +150,6 @@ fi_ops_cntr g_cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_a
 void EfaCntr::inc(bool error) {
   if (error) err++;
   else value++;
-  cv.notify_all();
   wake.wake();
   pollable.wake_watchers();
 }

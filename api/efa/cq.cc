@@ -142,7 +142,7 @@ __attribute__((noinline)) ssize_t cq_take(EfaCq* cq, void* buf, size_t count, fi
 
 __attribute__((noinline)) ssize_t cq_take_locked(EfaCq* cq, void* buf, size_t count,
                                                  fi_addr_t* src) {
-  std::lock_guard<std::mutex> g(cq->lock);
+  std::lock_guard<Lock> g(cq->lock);
   return cq_take(cq, buf, count, src);
 }
 
@@ -243,7 +243,7 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {
   if (refuse_host(cq)) return -FI_EOPNOTSUPP;
   if (!buf || flags) return -FI_EINVAL;
   cq->dom->progress();
-  std::lock_guard<std::mutex> g(cq->lock);
+  std::lock_guard<Lock> g(cq->lock);
   if (cq->staged.empty() || !cq->staged.front().error()) return -FI_EAGAIN;
   // err_data is provider memory: the caller's err_data stays, err_data_size becomes 0.
   efa_comp_write_err(&cq->staged.front().c, buf);
@@ -267,7 +267,7 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
   WaiterScope ws(&cq->wake);
   auto ready = [cq] {
     if (cq->signaled.load()) return true;
-    std::lock_guard<std::mutex> g(cq->lock);
+    std::lock_guard<Lock> g(cq->lock);
     return !cq->staged.empty();
   };
   for (;;) {
@@ -311,7 +311,7 @@ int cq_close(fid* f) {
   cq->sets.leave(&cq->pollable);
   EfaDomain* dom = cq->dom;
   {
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     for (auto it = dom->cqs.begin(); it != dom->cqs.end(); ++it) {
       if (*it == cq) {
         dom->cqs.erase(it);
@@ -422,7 +422,6 @@ void EfaCq::stage(const Completion& c) {
     staged.push_back(c);
     nstaged.store(staged.size(), std::memory_order_release);
   }
-  cv.notify_all();
   pollable.wake_watchers();
 }
 
@@ -447,7 +446,7 @@ bool CqPollable::has_event() {
     if (rc) EFA_INFO(kCq, "arm: %d", rc);
   }
   cq->dom->progress();
-  std::lock_guard<std::mutex> g(cq->lock);
+  std::lock_guard<Lock> g(cq->lock);
   return !cq->staged.empty();
 }
 
@@ -524,7 +523,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq_p, void* context) 
       delete cq;
       return rc;
     }
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     dom->cqs.push_back(cq);
     watch_cq(cq, true);
   }
@@ -546,7 +545,7 @@ int cq_create_internal(EfaDomain* dom, EfaCq** cq_p) {
   cq->cq.fid.ops = &g_cq_fi_ops;
   cq->cq.ops = &g_cq_ops;
   {
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     dom->cqs.push_back(cq);
     watch_cq(cq, true);
   }

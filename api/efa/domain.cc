@@ -141,7 +141,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain_p, void* 
 
 int EfaDomain::get_ah(const uint8_t gid[16], backend::Ah** ah_p) {
   std::vector<uint8_t> key(gid, gid + 16);
-  std::lock_guard<std::mutex> g(lock);
+  std::lock_guard<Lock> g(lock);
   auto it = ahs.find(key);
   if (it != ahs.end()) {
     it->second.second++;
@@ -158,7 +158,7 @@ int EfaDomain::get_ah(const uint8_t gid[16], backend::Ah** ah_p) {
 
 void EfaDomain::put_ah(const uint8_t gid[16]) {
   std::vector<uint8_t> key(gid, gid + 16);
-  std::lock_guard<std::mutex> g(lock);
+  std::lock_guard<Lock> g(lock);
   auto it = ahs.find(key);
   if (it == ahs.end()) return;
   if (--it->second.second == 0) {
@@ -178,7 +178,7 @@ EfaEp* EfaDomain::ep_by_qpn(uint32_t qpn) {
 void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& ready) {
   std::vector<pollfd> fds;
   {
-    std::lock_guard<std::mutex> g(lock);
+    std::lock_guard<Lock> g(lock);
     for (EfaCq* cq : cqs) {
       const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
       if (fd >= 0 && cq->bcq->arm() == 0) fds.push_back(pollfd{fd, POLLIN, 0});
@@ -205,7 +205,7 @@ void EfaDomain::wait_event(int ms, int extra_fd, const std::function<bool()>& re
 }
 
 void EfaDomain::rearm_cqs() {
-  std::lock_guard<std::mutex> g(lock);
+  std::lock_guard<Lock> g(lock);
   for (EfaCq* cq : cqs) {
     const int fd = cq->bcq ? cq->bcq->event_fd() : -1;
     if (fd < 0) continue;
@@ -236,7 +236,7 @@ __attribute__((always_inline)) inline void progress_hosts(EfaDomain* dom) {
 }
 
 __attribute__((noinline)) void progress_hosts_locked(EfaDomain* dom) {
-  std::lock_guard<std::mutex> g(dom->lock);
+  std::lock_guard<Lock> g(dom->lock);
   progress_hosts(dom);
 }
 

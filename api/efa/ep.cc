@@ -199,7 +199,7 @@ int ep_enable(EfaEp* ep) {
     return rc < 0 && rc > -256 ? to_fi_err(rc) : rc;
   }
   {
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     dom->eps.push_back(ep);
     dom->ep_of_qpn[ep->qpn] = ep;
     ep->trace_qp = dom->trace_next_qp++;
@@ -255,7 +255,7 @@ int ep_close(fid* f) {
       // Flushed completions of this QP still name it: dispatch them while it is registered.
       dom->progress();
     }
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     for (auto it = dom->eps.begin(); it != dom->eps.end(); ++it) {
       if (*it == ep) {
         dom->eps.erase(it);

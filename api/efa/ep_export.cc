@@ -25,7 +25,7 @@ size_t offset_in(const void* p, const uint8_t* base) {
 void mirror_av(EfaEp* ep, efa_xpu_ep* st, efa_xpu_av_entry* host_av) {
   uint32_t n = 0;
   if (ep->av) {
-    std::lock_guard<std::mutex> g(ep->av->lock);
+    std::lock_guard<Lock> g(ep->av->lock);
     const size_t total = ep->av->entries.size();
     n = total < EFA_XPU_AV_MIRROR_MAX ? static_cast<uint32_t>(total) : EFA_XPU_AV_MIRROR_MAX;
     if (total > EFA_XPU_AV_MIRROR_MAX)

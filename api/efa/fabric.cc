@@ -61,7 +61,7 @@ int fabric_trywait(fid_fabric*, fid** fids, int count) {
     int rc = cq->bcq->arm();
     if (rc) return to_fi_err(rc);
     cq->dom->progress();  // a CQE written before arming would signal nothing
-    std::lock_guard<std::mutex> g(cq->lock);
+    std::lock_guard<Lock> g(cq->lock);
     if (!cq->staged.empty()) return -FI_EAGAIN;
   }
   return 0;

@@ -191,7 +191,7 @@ void release_state(EfaEp* ep, ProtoState* ps) {
 // in the peer table stays unknown: operations naming it fail with -FI_EINVAL.
 void sync_new_peers(EfaEp* ep, ProtoState* ps) {
   EfaAv* av = ep->av;
-  std::lock_guard<std::mutex> g(av->lock);
+  std::lock_guard<Lock> g(av->lock);
   for (size_t i = ps->peer_of_av.size(); i < av->entries.size(); ++i) {
     const EfaAvEntry& e = av->entries[i];
     uint32_t peer = PROTO_NONE;
@@ -217,7 +217,7 @@ proto_ep* proto_core_of(EfaEp* ep) { return ep->proto ? ep->proto->pep : nullptr
 void proto_export_sync(EfaEp* ep, uint32_t* dev_lock) {
   ProtoState* ps = ep->proto;
   {
-    std::lock_guard<std::mutex> g(ps->lock);
+    std::lock_guard<Lock> g(ps->lock);
     ps->dev_lock = dev_lock;
   }
   CoreLock g(ps);
@@ -303,7 +303,7 @@ int proto_ep_enable(EfaEp* ep) {
              d.rq.num_entries, d.cq.num_entries);
     return fail(rc);
   }
-  std::lock_guard<std::mutex> g(dom->lock);
+  std::lock_guard<Lock> g(dom->lock);
   for (EfaMr* mr : dom->mrs) {
     if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) continue;
     if (proto_mr_add(ps->pep, mr->addr, mr->len, mr->bmr->rkey(), mr->access))
@@ -322,7 +322,7 @@ void proto_ep_close(EfaEp* ep) {
   EfaDomain* dom = ep->dom;
   ProtoState* ps = ep->proto;
   {
-    std::lock_guard<std::mutex> g(dom->lock);
+    std::lock_guard<Lock> g(dom->lock);
     dom->proto_eps.erase(std::remove(dom->proto_eps.begin(), dom->proto_eps.end(), ep), dom->proto_eps.end());
   }
   if (ep->qp) {
@@ -350,7 +350,7 @@ int proto_event_fd(EfaEp* ep) {
 
 void proto_mr_added(EfaMr* mr) {
   EfaDomain* dom = mr->dom;
-  std::lock_guard<std::mutex> g(dom->lock);
+  std::lock_guard<Lock> g(dom->lock);
   dom->mrs.push_back(mr);
   if (!(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) return;
   for (EfaEp* ep : dom->proto_eps) {
@@ -363,7 +363,7 @@ void proto_mr_added(EfaMr* mr) {
 
 void proto_mr_removed(EfaMr* mr) {
   EfaDomain* dom = mr->dom;
-  std::lock_guard<std::mutex> g(dom->lock);
+  std::lock_guard<Lock> g(dom->lock);
   dom->mrs.erase(std::remove(dom->mrs.begin(), dom->mrs.end(), mr), dom->mrs.end());
   for (EfaEp* ep : dom->proto_eps) {
     CoreLock pg(ep->proto);

@@ -58,7 +58,7 @@ struct TxReq {
 };
 
 struct ProtoState {
-  std::mutex lock;
+  Lock lock;
   bool host_serialized = false;  // FI_THREAD_DOMAIN: the application serializes every call
   backend::Cq* bcq = nullptr;  // the QP's one CQ, polled by the core alone
   // The packets' buffers for up to peer_limit peers, registered as the table grows.

@@ -21,11 +21,15 @@
 #include "emu/clock.h"
 #include "emu/net/shm_fabric.h"
 #include "emu/net/wire.h"
-#include "emu/spin.h"
+#include "base/spin.h"
 
 namespace xpufab {
 namespace emu {
 namespace net {
+
+using ::xpufab::base::cpu_relax;
+using ::xpufab::base::futex;
+
 namespace shm_internal {
 
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"

@@ -1,8 +1,8 @@
 // Waiting on a word another thread or process will change: the pause a spin-wait loop takes
 // between two looks (it saves power and, on a machine with hyper-threads, gives the sibling the
 // core), and the futex call a waiter sleeps and is woken with.
-#ifndef XPUFAB_EMU_SPIN_H_
-#define XPUFAB_EMU_SPIN_H_
+#ifndef XPUFAB_BASE_SPIN_H_
+#define XPUFAB_BASE_SPIN_H_
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -13,7 +13,7 @@
 #include <cstdint>
 
 namespace xpufab {
-namespace emu {
+namespace base {
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,7 +28,7 @@ inline int futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timesp
   return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0));
 }
 
-}  // namespace emu
+}  // namespace base
 }  // namespace xpufab
 
-#endif  // XPUFAB_EMU_SPIN_H_
+#endif  // XPUFAB_BASE_SPIN_H_

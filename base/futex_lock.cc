@@ -1,16 +1,16 @@
-#include "emu/device_mutex.h"
+#include "base/futex_lock.h"
 
-#include "emu/spin.h"
+#include "base/spin.h"
 
 namespace xpufab {
-namespace emu {
+namespace base {
 namespace {
 
 constexpr int kSpins = 100;
 
 }  // namespace
 
-void DeviceMutex::lock_contended(uint32_t seen) {
+void FutexLock::lock_contended(uint32_t seen) {
   for (int i = 0; i < kSpins && seen == kHeld; ++i) {
     cpu_relax();
     seen = kFree;
@@ -25,7 +25,7 @@ void DeviceMutex::lock_contended(uint32_t seen) {
   }
 }
 
-void DeviceMutex::wake_one() { futex(&word_, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr); }
+void FutexLock::wake_one() { futex(&word_, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr); }
 
-}  // namespace emu
+}  // namespace base
 }  // namespace xpufab
