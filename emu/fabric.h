@@ -176,6 +176,9 @@ struct PeerRef {
 };
 
 struct Packet {
+  // User-provided, so that a value-initialized packet (a batch's emplace_back()) is not first
+  // zeroed whole: the fields take their initializers below, the payload's inline bytes none.
+  Packet() noexcept {}
   PacketType type = PacketType::kRequest;
   uint8_t op = 0;           // efa_io_send_op_type
   uint8_t status = 0;       // response: efa_io_comp_status seen by the requester

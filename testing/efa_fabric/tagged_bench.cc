@@ -9,10 +9,14 @@
 // TAGGED_BENCH_ITERS (ping-pong and FI_SUM iterations, 20000 by default) narrow a run, e.g. to
 // count the instructions of a fixed number of round trips under callgrind. Both loops first run
 // a tenth as many untimed: a provider's first round trips fault in its queues' pages.
+// TAGGED_BENCH_CAPS=msg opens the endpoint with FI_MSG instead of FI_TAGGED and makes the
+// ping-pong fi_send/fi_recv (the other parts, tagged, then print -1): the message latency of a
+// provider that need not match tags (xpufab's efa-direct fabric, what fi_pingpong measures).
 //
 // The process forks into two ranks that exchange addresses over a socketpair and prints one line:
-//   RESULT provider P lat64_us X bw1m_MBps Y sum8_rtt_us Z wbw1m_MBps W
-// (W: 1 MiB fi_write bandwidth)
+//   RESULT provider P lat64_us X bw1m_MBps Y sum8_rtt_us Z wbw1m_MBps W lat64_median_us M
+// (W: 1 MiB fi_write bandwidth). X is the mean one-way latency over the timed round trips; M is
+// half the median round trip, which a preempted round trip on a shared machine does not move.
 // (a figure the provider cannot give is printed as -1, with the reason on stderr). The driver,
 // tagged_bench.sh, runs it per provider and prints the ratios.
 #include <rdma/fabric.h>
@@ -27,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -95,7 +100,7 @@ struct Rank {
 
   // Reads what completed (progress is the reader's).
   void poll() {
-    fi_cq_tagged_entry e[8];
+    fi_cq_tagged_entry e[8];  // room for either format
     const ssize_t r = fi_cq_read(cq, e, 8);
     if (r > 0) {
       reaped += static_cast<int>(r);
@@ -122,9 +127,15 @@ struct Rank {
     if (rc_ < 0) die(#call, rc_);                       \
   } while (0)
 
+// TAGGED_BENCH_CAPS=msg: FI_MSG endpoints and a fi_send/fi_recv ping-pong.
+bool msg_only() {
+  const char* c = getenv("TAGGED_BENCH_CAPS");
+  return c != nullptr && strcmp(c, "msg") == 0;
+}
+
 fi_info* hints_for(const char* prov, const char* fabric, uint64_t caps) {
   fi_info* h = fi_allocinfo();
-  h->caps = FI_TAGGED | caps;
+  h->caps = (msg_only() ? FI_MSG : FI_TAGGED) | caps;
   h->ep_attr->type = FI_EP_RDM;
   h->mode = FI_CONTEXT;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -139,6 +150,7 @@ void open_rank(Rank* r, const char* prov, const char* fabric) {
   const uint64_t tries[] = {FI_ATOMIC | FI_RMA, FI_ATOMIC, FI_RMA, 0};
   int rc = -FI_ENODATA;
   for (uint64_t caps : tries) {
+    if (msg_only() && caps != 0) continue;
     fi_info* h = hints_for(prov, fabric, caps);
     rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &r->info);
     fi_freeinfo(h);
@@ -155,7 +167,8 @@ void open_rank(Rank* r, const char* prov, const char* fabric) {
   aa.type = FI_AV_TABLE;
   CHECK(fi_av_open(r->domain, &aa, &r->av, nullptr));
   fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_TAGGED;
+  // A provider without FI_TAGGED may refuse the tagged format (efa-direct does, as upstream).
+  ca.format = msg_only() ? FI_CQ_FORMAT_DATA : FI_CQ_FORMAT_TAGGED;
   ca.size = 1024;
   CHECK(fi_cq_open(r->domain, &ca, &r->cq, nullptr));
   CHECK(fi_endpoint(r->domain, r->info, &r->ep, nullptr));
@@ -196,25 +209,56 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// 64 B tagged ping-pong: one-way latency in microseconds.
-double latency(Rank* r, bool client, int iters) {
+struct Latency {
+  double mean_us = -1;    // one way: the timed loop's time over twice its round trips
+  double median_us = -1;  // one way: half the median round trip (the client's; -1 at the server)
+};
+
+// The receive of a 64 B ping-pong round: tagged (tag 1), or plain with TAGGED_BENCH_CAPS=msg.
+long post_recv64(Rank* r, fi_context* ctx) {
+  if (msg_only()) return fi_recv(r->ep, r->buf.data(), 64, r->desc(), r->peer, ctx);
+  return fi_trecv(r->ep, r->buf.data(), 64, r->desc(), r->peer, 1, 0, ctx);
+}
+
+long post_send64(Rank* r, fi_context* ctx) {
+  if (msg_only()) return fi_send(r->ep, r->buf.data() + 4096, 64, r->desc(), r->peer, ctx);
+  return fi_tsend(r->ep, r->buf.data() + 4096, 64, r->desc(), r->peer, 1, ctx);
+}
+
+// 64 B ping-pong, the receive posted before the send. The client clocks every round trip.
+Latency latency(Rank* r, bool client, int iters) {
   fi_context rctx, sctx;
   Clock::time_point t0;
   const int warm = iters / 10 + 10;
+  std::vector<double> rtt_ns;
+  if (client) rtt_ns.reserve(static_cast<size_t>(iters));
+  Clock::time_point last;
   for (int i = 0; i < warm + iters; ++i) {
-    if (i == warm) t0 = Clock::now();
+    if (i == warm) t0 = last = Clock::now();
     if (client) {
-      POST(r, fi_trecv(r->ep, r->buf.data(), 64, r->desc(), r->peer, 1, 0, &rctx));
-      POST(r, fi_tsend(r->ep, r->buf.data() + 4096, 64, r->desc(), r->peer, 1, &sctx));
+      POST(r, post_recv64(r, &rctx));
+      POST(r, post_send64(r, &sctx));
       r->wait(2);
+      if (i >= warm) {
+        const Clock::time_point now = Clock::now();
+        rtt_ns.push_back(std::chrono::duration<double, std::nano>(now - last).count());
+        last = now;
+      }
     } else {
-      POST(r, fi_trecv(r->ep, r->buf.data(), 64, r->desc(), r->peer, 1, 0, &rctx));
+      POST(r, post_recv64(r, &rctx));
       r->wait(1);
-      POST(r, fi_tsend(r->ep, r->buf.data() + 4096, 64, r->desc(), r->peer, 1, &sctx));
+      POST(r, post_send64(r, &sctx));
       r->wait(1);
     }
   }
-  return seconds(t0, Clock::now()) * 1e6 / (2.0 * iters);
+  Latency l;
+  l.mean_us = seconds(t0, Clock::now()) * 1e6 / (2.0 * iters);
+  if (!rtt_ns.empty()) {
+    auto mid = rtt_ns.begin() + static_cast<std::ptrdiff_t>(rtt_ns.size() / 2);
+    std::nth_element(rtt_ns.begin(), mid, rtt_ns.end());
+    l.median_us = *mid / 2.0 / 1000.0;
+  }
+  return l;
 }
 
 // 1 MiB tagged messages, kWindow in flight, then a 64 B acknowledgement: MB/s one way.
@@ -320,13 +364,16 @@ void run(const char* prov, const char* fabric, bool client, int fd) {
   open_rank(&r, prov, fabric);
   connect_rank(&r, fd);
   const int iters = iterations();
-  double lat = -1, bw = -1;
+  Latency lat;
+  double bw = -1;
   if (part_wanted("lat")) lat = latency(&r, client, iters);
   sync(fd);
-  if (part_wanted("bw")) bw = bandwidth(&r, client, 20);
+  // The other parts are tagged (or atomic) by their nature.
+  const bool tagged = !msg_only();
+  if (tagged && part_wanted("bw")) bw = bandwidth(&r, client, 20);
   sync(fd);
   double sum = -1;
-  if (!part_wanted("sum")) {
+  if (!tagged || !part_wanted("sum")) {
   } else if (r.atomics) {
     size_t count = 0;
     if (fi_fetch_atomicvalid(r.ep, FI_UINT64, FI_SUM, &count) == 0 && count >= 1) {
@@ -338,15 +385,16 @@ void run(const char* prov, const char* fabric, bool client, int fd) {
     fprintf(stderr, "tagged_bench: %s offers no FI_ATOMIC with FI_TAGGED\n", prov);
   }
   double wbw = -1;
-  if (!part_wanted("wbw")) {
+  if (!tagged || !part_wanted("wbw")) {
   } else if (r.rma) {
     wbw = write_bandwidth(&r, client, 20, fd);
   } else if (client) {
     fprintf(stderr, "tagged_bench: %s offers no FI_RMA with FI_TAGGED\n", prov);
   }
   if (client)
-    printf("RESULT provider %s lat64_us %.3f bw1m_MBps %.1f sum8_rtt_us %.3f wbw1m_MBps %.1f\n",
-           prov, lat, bw, sum, wbw);
+    printf("RESULT provider %s lat64_us %.3f bw1m_MBps %.1f sum8_rtt_us %.3f wbw1m_MBps %.1f "
+           "lat64_median_us %.3f\n",
+           prov, lat.mean_us, bw, sum, wbw, lat.median_us);
   fflush(stdout);
   sync(fd);
   close_rank(&r);
