@@ -6,10 +6,10 @@
 //
 // Locking: each domain has one lock (`lock`, a futex word: Lock) for its object lists and for
 // host-side CQ polling; each EP has a `tx_lock`/`rx_lock` around host posts (the device routines
-// are lock-free, the locks keep the provider's per-post bookkeeping simple). Progress never holds an EP lock while
-// it takes the domain lock. In a domain opened with FI_THREAD_DOMAIN the application serializes
-// every call, so the data path (posts, AV look-ups, CQ staging and reads) takes none of these
-// (SerialLock); set-up and teardown still do.
+// are lock-free, the locks keep the provider's per-post bookkeeping simple). Progress never holds
+// an EP lock while it takes the domain lock. In a domain opened with FI_THREAD_DOMAIN the
+// application serializes every call, so the data path (posts, AV look-ups, CQ staging and reads)
+// takes none of these (SerialLock); set-up and teardown still do.
 #ifndef XPUFAB_API_EFA_EFA_H_
 #define XPUFAB_API_EFA_EFA_H_
 
