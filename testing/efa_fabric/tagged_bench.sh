@@ -59,7 +59,7 @@ if [[ ",${TAGGED_BENCH_PARTS:-lat}," == *,lat,* ]]; then
       run shm_msg FI_SHM_DISABLE_CMA=0 TAGGED_BENCH_CAPS=msg TAGGED_BENCH_PARTS=lat -- shm
     )$'\n'
   done
-  awk 'NF >= 11 { printf "  %-10s lat64_median_us %s lat64_us %s\n", $1, $11, $3 }' <<<"$rounds"
+  awk 'NF >= 13 { printf "  %-10s lat64_median_us %s lat64_us %s lat64_p99_us %s\n", $1, $11, $3, $13 }' <<<"$rounds"
 fi
 {
   echo "$results"
