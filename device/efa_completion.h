@@ -136,8 +136,15 @@ XPU_FUNC void efa_comp_write_entry(int format, const struct efa_comp *c, void *o
   e.buf = (void *)(uintptr_t)c->buf;
   e.data = c->data;
   e.tag = 0;
-  /* Every format is a prefix of the tagged entry. */
-  memcpy(out, &e, efa_comp_entry_size(format));
+  /* Every format is a prefix of the tagged entry. A copy of a constant size per format is a
+   * few moves; one of a size known only at run time is a loop. */
+  switch (format) {
+    case FI_CQ_FORMAT_CONTEXT: memcpy(out, &e, sizeof(struct fi_cq_entry)); break;
+    case FI_CQ_FORMAT_MSG: memcpy(out, &e, sizeof(struct fi_cq_msg_entry)); break;
+    case FI_CQ_FORMAT_DATA: memcpy(out, &e, sizeof(struct fi_cq_data_entry)); break;
+    case FI_CQ_FORMAT_TAGGED: memcpy(out, &e, sizeof(struct fi_cq_tagged_entry)); break;
+    default: break;
+  }
 }
 
 /*
