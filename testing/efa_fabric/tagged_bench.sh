@@ -77,9 +77,13 @@ fi
   $1 == "shm_tagged" && et > 0 && $11 > 0 { rt[++nt] = et / $11; et = 0 }
   $1 == "direct_msg" { dm = $11 }
   $1 == "shm_msg" && dm > 0 && $11 > 0 { rm[++nm] = dm / $11; dm = 0 }
+  function list(a, n,   i, out) {
+    for (i = 1; i <= n; i++) out = out sprintf(" %.2f", a[i])
+    return out
+  }
   END {
-    if (nt > 0) printf "ratio lat64 efa/shm %.2f (median of %d rounds; goal <= 2)\n", median(rt, nt), nt
-    if (nm > 0) printf "ratio msg lat64 efa-direct/shm %.2f (median of %d rounds; goal <= 1.5)\n", median(rm, nm), nm
+    if (nt > 0) printf "ratio lat64 efa/shm %.2f (median of %d rounds; goal <= 2):%s\n", median(rt, nt), nt, list(rt, nt)
+    if (nm > 0) printf "ratio msg lat64 efa-direct/shm %.2f (median of %d rounds; goal <= 1.5):%s\n", median(rm, nm), nm, list(rm, nm)
     if (b > 0 && sb > 0) printf "ratio bw1m efa/shm %.2f (goal >= 0.8)\n", b / sb
     if (s > 0 && ss > 0) printf "ratio sum8 efa/shm %.2f\n", s / ss
     if (l > 0 && tl > 0) printf "ratio lat64 efa/tcp;ofi_rxm %.2f\n", l / tl
