@@ -10,8 +10,8 @@ namespace xpufab {
 namespace base {
 namespace {
 
-// Threads that block in lock() and threads that poll with try_lock() (as the engine thread and
-// the progress callers do) share one plain counter: no increment may be lost, and the sleepers
+// Threads that block in lock() and threads that poll with try_lock() (as callers that must not
+// block do) share one plain counter: no increment may be lost, and the sleepers
 // must all be woken for the threads to finish.
 TEST(FutexLock, LockersAndPollersExcludeEachOther) {
   FutexLock mu;
