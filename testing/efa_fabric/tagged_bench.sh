@@ -6,9 +6,9 @@
 # xpufab_efa_gen2 is the same library on a device without RDMA write, where fi_write goes by
 # packets: its wbw1m beside xpufab_efa's is what RDMA write gives. The 64 B ping-pong also runs
 # with FI_MSG endpoints (fi_send/fi_recv) on xpufab's efa-direct fabric and on Debian's shm: the
-# message latency fi_pingpong measures (goal <= 1.5x shm). The latency ratios come from rounds that
-# run both sides back to back, of median round trips (which a preempted round trip on a shared
-# machine does not move); see TAGGED_BENCH_ROUNDS below.
+# message latency fi_pingpong measures (goal <= 1.5x shm). The latency and bandwidth ratios come
+# from rounds that run both sides back to back, the latencies as median round trips (which a
+# preempted round trip on a shared machine does not move); see TAGGED_BENCH_ROUNDS below.
 #   bazel run -c opt //testing/efa_fabric:tagged_bench
 set -euo pipefail
 bench="$1"
@@ -41,25 +41,30 @@ results=$(
 )
 echo "$results"
 
-# The latency ratios: TAGGED_BENCH_ROUNDS (default 7) rounds, each running xpufab and shm back to
-# back (tagged, then FI_MSG), so that both sides of a ratio share the machine's stretch; the
-# ratio printed is the median of the rounds' ratios of median latencies.
+# The latency and bandwidth ratios: TAGGED_BENCH_ROUNDS (default 7) rounds, each running xpufab
+# and shm back to back (tagged, then FI_MSG for the latency), so that both sides of a ratio share
+# the machine's stretch; the ratio printed is the median of the rounds' ratios (of median
+# latencies, and of bandwidths).
+wanted() { [[ ",${TAGGED_BENCH_PARTS:-lat,bw}," == *,$1,* ]]; }
+round_parts=$(for p in lat bw; do wanted $p && echo -n "$p,"; done)
 rounds=""
-if [[ ",${TAGGED_BENCH_PARTS:-lat}," == *,lat,* ]]; then
+if [ -n "$round_parts" ]; then
   for k in $(seq "${TAGGED_BENCH_ROUNDS:-7}"); do
     rounds+=$(
       run efa_tagged "${xpufab_env[@]}" "FI_EFA_EMU_FABRIC_KEY=tagged-bench-r$k-$$" \
-          TAGGED_BENCH_PARTS=lat -- efa efa
+          "TAGGED_BENCH_PARTS=$round_parts" -- efa efa
       echo
-      run shm_tagged FI_SHM_DISABLE_CMA=0 TAGGED_BENCH_PARTS=lat -- shm
-      echo
-      run direct_msg "${xpufab_env[@]}" "FI_EFA_EMU_FABRIC_KEY=tagged-bench-m$k-$$" \
-          TAGGED_BENCH_CAPS=msg TAGGED_BENCH_PARTS=lat -- efa efa-direct
-      echo
-      run shm_msg FI_SHM_DISABLE_CMA=0 TAGGED_BENCH_CAPS=msg TAGGED_BENCH_PARTS=lat -- shm
+      run shm_tagged FI_SHM_DISABLE_CMA=0 "TAGGED_BENCH_PARTS=$round_parts" -- shm
+      if wanted lat; then
+        echo
+        run direct_msg "${xpufab_env[@]}" "FI_EFA_EMU_FABRIC_KEY=tagged-bench-m$k-$$" \
+            TAGGED_BENCH_CAPS=msg TAGGED_BENCH_PARTS=lat -- efa efa-direct
+        echo
+        run shm_msg FI_SHM_DISABLE_CMA=0 TAGGED_BENCH_CAPS=msg TAGGED_BENCH_PARTS=lat -- shm
+      fi
     )$'\n'
   done
-  awk 'NF >= 13 { printf "  %-10s lat64_median_us %s lat64_us %s lat64_p99_us %s\n", $1, $11, $3, $13 }' <<<"$rounds"
+  awk 'NF >= 13 { printf "  %-10s lat64_median_us %s lat64_us %s lat64_p99_us %s bw1m_MBps %s\n", $1, $11, $3, $13, $5 }' <<<"$rounds"
 fi
 {
   echo "$results"
@@ -73,8 +78,10 @@ fi
   $1 == "xpufab_efa_gen2" { pw = $9 }
   $1 == "debian_shm" { sl = $3; sb = $5; ss = $7 }
   $1 == "debian_tcp_rxm" { tl = $3; tb = $5; ts = $7 }
-  $1 == "efa_tagged" { et = $11 }
-  $1 == "shm_tagged" && et > 0 && $11 > 0 { rt[++nt] = et / $11; et = 0 }
+  $1 == "efa_tagged" { et = $11; eb = $5 }
+  $1 == "shm_tagged" && et > 0 && $11 > 0 { rt[++nt] = et / $11 }
+  $1 == "shm_tagged" && eb > 0 && $5 > 0 { rb[++nb] = eb / $5 }
+  $1 == "shm_tagged" { et = 0; eb = 0 }
   $1 == "direct_msg" { dm = $11 }
   $1 == "shm_msg" && dm > 0 && $11 > 0 { rm[++nm] = dm / $11; dm = 0 }
   function list(a, n,   i, out) {
@@ -84,7 +91,7 @@ fi
   END {
     if (nt > 0) printf "ratio lat64 efa/shm %.2f (median of %d rounds; goal <= 2):%s\n", median(rt, nt), nt, list(rt, nt)
     if (nm > 0) printf "ratio msg lat64 efa-direct/shm %.2f (median of %d rounds; goal <= 1.5):%s\n", median(rm, nm), nm, list(rm, nm)
-    if (b > 0 && sb > 0) printf "ratio bw1m efa/shm %.2f (goal >= 0.8)\n", b / sb
+    if (nb > 0) printf "ratio bw1m efa/shm %.2f (median of %d rounds; goal >= 0.8):%s\n", median(rb, nb), nb, list(rb, nb)
     if (s > 0 && ss > 0) printf "ratio sum8 efa/shm %.2f\n", s / ss
     if (l > 0 && tl > 0) printf "ratio lat64 efa/tcp;ofi_rxm %.2f\n", l / tl
     if (b > 0 && tb > 0) printf "ratio bw1m efa/tcp;ofi_rxm %.2f\n", b / tb
