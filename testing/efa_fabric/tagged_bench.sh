@@ -46,7 +46,10 @@ echo "$results"
 # the machine's stretch; the ratio printed is the median of the rounds' ratios (of median
 # latencies, and of bandwidths).
 wanted() { [[ ",${TAGGED_BENCH_PARTS:-lat,bw}," == *,$1,* ]]; }
-round_parts=$(for p in lat bw; do wanted $p && echo -n "$p,"; done)
+round_parts=""
+for p in lat bw; do
+  if wanted "$p"; then round_parts+="$p,"; fi
+done
 rounds=""
 if [ -n "$round_parts" ]; then
   for k in $(seq "${TAGGED_BENCH_ROUNDS:-7}"); do
