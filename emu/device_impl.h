@@ -212,9 +212,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // OK or the completion status of its failure.
   uint8_t build_request(EmuQp* qp, const WqeRequest& r, EmuAh* ah, TxOp* op);
   // An op slot for a request being built (claim), given back if the WQE fails before it is
-  // sent (release); start_op sends the request built in it and makes its token live.
+  // sent (release, which erase_op also ends with); start_op sends the request built in it and
+  // makes its token live. claim_op_slot makes a fresh op of a slot given back: only the bytes
+  // are returned now.
   uint32_t claim_op_slot();
-  void release_op_slot(uint32_t idx);
+  void release_op_slot(uint32_t idx) {
+    op_slots_[idx].op.pkt.payload.clear();
+    op_free_.push_back(idx);
+  }
   void start_op(uint32_t idx);
   void send_packet(TxOp* op, uint64_t token);
   // qp: the destination QP, qp_by_num(pkt.dst_qpn) (null when there is none).
@@ -358,11 +363,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   }
   void erase_op(uint64_t token) {
     uint32_t idx = static_cast<uint32_t>(token);
-    OpSlot& s = op_slots_[idx];
-    s.used = false;
-    // claim_op_slot makes a fresh op of it; only the bytes are given back now.
-    s.op.pkt.payload.clear();
-    op_free_.push_back(idx);
+    op_slots_[idx].used = false;
+    release_op_slot(idx);
   }
   uint64_t token_of(uint32_t idx) const { return uint64_t{op_slots_[idx].gen} << 32 | idx; }
   // (when, token) of ops, and of paths (kPathTimer | index: their requests awaiting an answer);

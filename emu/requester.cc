@@ -195,11 +195,6 @@ uint32_t DeviceImpl::claim_op_slot() {
   return idx;
 }
 
-void DeviceImpl::release_op_slot(uint32_t idx) {
-  op_slots_[idx].op.pkt.payload.clear();
-  op_free_.push_back(idx);
-}
-
 void DeviceImpl::start_op(uint32_t idx) {
   OpSlot& slot = op_slots_[idx];
   slot.gen++;
