@@ -54,6 +54,7 @@ DeviceImpl::DeviceImpl(const DeviceOptions& o, const Profile* profile, std::shar
   borrow_payloads_ = fabric_->copies_on_send();
   batch_sends_ = fabric_->batches_sends();
   one_copy_ = opt_.one_copy && fabric_->peer_memory();
+  positions_ = opt_.position_answers && opt_.faults == nullptr && !trace_;
   if (one_copy_) self_ref_ = PeerMemory::self();
   step_now_ = opt_.step_clock_ns != 0 ? uint64_t{1000000000} : now_ns();
 }

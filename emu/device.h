@@ -104,6 +104,14 @@ struct DeviceOptions {
   // bytes out of the responder's, instead of both passing through the wire. A refused copy
   // (the kernel's ptrace rules) sends the bytes over the wire to that peer from then on.
   bool one_copy = true;
+  // Where the fabric shows a requester how far its responder has executed what it read
+  // (Fabric::executed_mark: the shm fabric), a request that ran as asked (status OK, nothing to
+  // return) is answered by that mark moving past it, not by a packet: a NIC's acknowledgement
+  // costs the host nothing, and the emulator's packet would cost both ends a ring record on the
+  // path of every message. Every other answer is a packet. Off with a fault plan or a trace
+  // (each answer is then a packet they see), and while this device's engine thread alone
+  // drives it and has gone to sleep (it would see a mark move only when it wakes).
+  bool position_answers = true;
   uint32_t rnr_delay_us = 20;        // wait before an RNR retry (an op's first three: 1/8, 1/4, 1/2 of it)
   uint32_t unreach_timeout_us = 2000;   // unknown destination -> UNREACH/UNRESP completion
   // An operation whose peer stays silent for response_timeout_us x (max_retransmits + 1), and
@@ -170,6 +178,9 @@ struct Stats {
   // Retransmission timeouts that found the request still unread by the peer, or read by no
   // finished engine pass of it (Fabric::unserved), and waited instead of sending it again.
   uint64_t unserved_waits;
+  // Answers by position (DeviceOptions::position_answers): requests this device answered by its
+  // executed mark instead of a packet, and its own requests a peer's mark answered.
+  uint64_t position_answers, answered_by_position;
   // The longest idle sleep and the longest park the engine thread has chosen (microseconds): a
   // device kernel's doorbell waits at most the sleep, a caller's hand-over at most the park.
   uint64_t longest_sleep_us, longest_park_us;

@@ -148,13 +148,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> v[22 + 6 + 11];
+    std::atomic<uint64_t> v[22 + 6 + 13];
   };
   enum Stat {
     kSteps, kDoorbells, kWqes, kCqes, kErrorCqes, kPacketsTx, kPacketsRx, kBytesTx, kBytesRx,
     kRetransmits, kRnrNaks, kRnrRetries, kDropped, kFaults, kIdleSleeps, kCorrupt, kDuplicates,
     kReordered, kDelayedPkts, kDelayedCqes, kStalls, kTimeouts, kDiag0,
     kOneCopyBytes = kDiag0 + 6, kOneCopyRefused, kStalledWaits, kBacklogWaits, kUnservedWaits,
+    kPositionAnswers, kAnsweredByPosition,
     kLongestSleepUs, kLongestParkUs, kParks, kParkKicks, kTakeovers,  // written by the engine thread alone
     kIdlePolls  // written by callers without mu_ (progress)
   };
@@ -236,6 +237,11 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // (flush_answers) or once kMaxAnswersPerPacket wait.
   void queue_answer(const Gid& dst, const AnswerRecord& a);
   void flush_answers();
+  // Answers by position, the requester's side: reads the executed marks of the listed paths'
+  // peers (before the pass's poll), and takes the transmissions a mark covers as answered OK
+  // once the polls handed over every answer packet sent before it (PeerPath::executed_next).
+  void read_executed_marks();
+  void take_position_answers(int* work);
   void fire_timers();
   // Retransmission (retransmit.cc, PeerPath in objects.h): arms the op's timeout after a
   // transmission, times the path and fast-retransmits from an answer, and expires a timeout.
@@ -388,6 +394,14 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   bool may_lose_ = true;
   bool borrow_payloads_ = false;  // the fabric copies payloads inside send()
   bool one_copy_ = false;         // DeviceOptions::one_copy on a fabric with peer memory
+  // DeviceOptions::position_answers, where nothing needs to see every answer as a packet (no
+  // fault plan, no trace).
+  bool positions_ = false;
+  // This device's wish for answers by position is on at the fabric (set by a pass, cleared with
+  // it when the engine thread stops polling). mu_
+  bool position_wish_ = false;
+  // Paths with transmissions that may be answered by position. mu_
+  std::vector<PeerPath*> position_paths_;
   PeerRef self_ref_;              // this process, for Packet::ref
   // At-most-once, per requester incarnation (GID, epoch): the answers to its last kWindow
   // requests, direct-mapped by their dense sequence number (Packet::seq): seq << 8 | status,

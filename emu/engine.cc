@@ -185,7 +185,8 @@ void DeviceImpl::begin_pass(uint64_t now) {
   in_pass_ = true;
 }
 
-// What a pass sent leaves together: its coalesced answers, then its batch of sends.
+// What a pass sent leaves together: its coalesced answers, then its batch of sends; then the
+// executed mark that vouches for the requests it ran (answers by position) moves past them.
 void DeviceImpl::end_pass() {
   if (answers_pending_) flush_answers();
   in_pass_ = false;
@@ -193,6 +194,7 @@ void DeviceImpl::end_pass() {
     tx_batch_open_ = false;
     fabric_->batch_end();
   }
+  if (positions_ && attached_) fabric_->executed_polled(gid_);
   mark_quiet();
 }
 
@@ -208,8 +210,10 @@ void DeviceImpl::mark_quiet() {
   if (opt_.faults != nullptr || opt_.step_clock_ns != 0 || !attached_) return;
   // What a pass leaves for the next one, whether or not it did work: packets and WQEs beyond its
   // budget, packets and CQEs held back. Everything else arrives where idle_at() looks.
+  // Transmissions that may be answered by position: the mark that answers them moves where
+  // idle_at() does not look.
   if (!work_pkts_.empty() || !held_.empty() || !delayed_pkts_.empty() || !cq_delayed_.empty() ||
-      !sq_pending_.empty()) {
+      !sq_pending_.empty() || !position_paths_.empty()) {
     return;
   }
   // Bounded, so that an idle device still runs a pass now and then.
@@ -221,6 +225,14 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
   if (budget <= 0) budget = 64;
   begin_pass(opt_.step_clock_ns != 0 ? step_now_ + opt_.step_clock_ns : now != 0 ? now : now_ns());
   int work = 0;
+  if (positions_ && attached_) {
+    if (!position_wish_) {
+      // Someone drives this device again: its passes see a moved mark at once.
+      position_wish_ = true;
+      fabric_->set_position_answers(gid_, true);
+    }
+    if (!position_paths_.empty()) read_executed_marks();
+  }
   // Drain the wire on this thread: a fabric with a mailbox then needs no receive-thread hand-off
   // while the engine is driven, and what it reads comes here in one batch, not through the inbox.
   if (attached_) {
@@ -230,6 +242,7 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
       !delayed_pkts_.empty()) {
     receive_packets(&work);
   }
+  if (!position_paths_.empty()) take_position_answers(&work);
   if (!cq_delayed_.empty()) {
     release_cqes();
     ++work;  // keep the engine awake until the delayed CQEs are out
@@ -463,9 +476,17 @@ void DeviceImpl::engine_loop() {
     }
     if (active) {
       // Nobody polls this device's wire while it sleeps: the fabric's receive thread takes
-      // over now rather than when its own park ends.
+      // over now rather than when its own park ends, and answers come as packets, which wake
+      // it, rather than by position.
       active = false;
-      if (attached_) fabric_->poll_rx_stop(gid_);
+      if (attached_) {
+        if (positions_) {
+          std::lock_guard<DeviceMutex> lock(mu_);
+          position_wish_ = false;
+          fabric_->set_position_answers(gid_, false);
+        }
+        fabric_->poll_rx_stop(gid_);
+      }
     }
     bool woken;
     {

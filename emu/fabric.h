@@ -214,6 +214,9 @@ struct Packet {
   // Response: the responder could not reach the requester's memory (or does not do one-copy);
   // the request is to be sent again with its bytes.
   bool copy_refused = false;
+  // Not on the wire: set by a fabric that took the packet from where its sender sees how far
+  // this end has executed (Fabric::executed_mark), so that an answer may go by position.
+  bool position_seen = false;
   Payload payload;
 };
 
@@ -347,6 +350,50 @@ class Fabric {
   // an answer a device is about to give up on may be among them.
   virtual bool rx_pending(const Gid& gid) {
     (void)gid;
+    return false;
+  }
+  // Answers by position. Where a sender can see how far its receiver has executed what it
+  // read, a request that ran as asked (status OK, no data, nothing refused) needs no answer
+  // packet: its requester takes every transmission below the responder's executed mark as
+  // answered OK. Every other answer still travels, and before the mark that covers its request.
+  // Fabrics without it keep these defaults, and every answer is a packet.
+  //
+  // Responder: whether the device behind `requester` takes answers by position now (it asked
+  // for them, set_position_answers); only for a request that came with position_seen.
+  virtual bool takes_position_answers(const Gid& requester) {
+    (void)requester;
+    return false;
+  }
+  // Responder: every request the polls of the local `gid` handed over so far has run, and its
+  // answer packets are sent: moves the executed mark its senders see up to there.
+  virtual void executed_polled(const Gid& gid) { (void)gid; }
+  // Requester: the local `gid` wants answers by position (on), or not (off: its device is not
+  // polled often enough to see a mark move soon). poll_rx_stop turns it off too.
+  virtual void set_position_answers(const Gid& gid, bool on) {
+    (void)gid;
+    (void)on;
+  }
+  // Requester: dst's executed mark (0: none), compared with transmissions' marks by
+  // mark_covered, and then where the wire into the local `gid` ends (*rx_end): every answer
+  // packet dst sent before its mark lies below that end, and the mark may be taken once the
+  // polls of `gid` have handed everything below it over (polled_past).
+  virtual uint64_t executed_mark(const Gid& gid, const Gid& dst, uint64_t* rx_end) {
+    (void)gid;
+    (void)dst;
+    *rx_end = 0;
+    return 0;
+  }
+  // Requester: whether the transmission that send_marked() gave `mark` lies below `executed`.
+  virtual bool mark_covered(uint64_t executed, uint64_t mark) const {
+    (void)executed;
+    (void)mark;
+    return false;
+  }
+  // Requester: the polls of the local `gid` (poll_rx_batch) have handed over everything below
+  // `rx_end`.
+  virtual bool polled_past(const Gid& gid, uint64_t rx_end) {
+    (void)gid;
+    (void)rx_end;
     return false;
   }
   // Copies `len` bytes at `addr` in the process `from` into `local` (PeerMemory::read). 0, or

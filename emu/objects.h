@@ -114,6 +114,7 @@ enum class OpState : uint8_t { kAwaitResponse, kRnrWait, kUnreachable };
 // for fast retransmit. Every fabric has one per peer: none is assumed lossless, because a
 // responder's fault plan, a full or replaced mailbox or a failed send lose packets on any wire.
 struct PeerPath {
+  Gid gid{};  // the peer
   bool have_rtt = false;
   uint64_t srtt_ns = 0;
   uint64_t rttvar_ns = 0;
@@ -130,6 +131,14 @@ struct PeerPath {
   uint64_t timer_ns = 0;
   uint32_t index = 0;
   bool copy_refused = false;   // a one-copy transfer with this peer failed: use the wire
+  // Answers by position (DeviceOptions::position_answers): on the device's list of paths to
+  // look at; the peer's executed mark in force; and one read since, with where this device's
+  // wire ended then, in force once the polls have handed everything below that end over (the
+  // answer packets the peer sent before it come first).
+  bool position_listed = false;
+  uint64_t executed = 0;
+  uint64_t executed_next = 0;
+  uint64_t executed_rx_end = 0;
   // Requests completed lately and when their transmissions left: an answer that comes after
   // the op completed (to a transmission that was only delayed) still times the path, so that
   // delays are learnt rather than hidden by the retransmissions they cause.

@@ -95,6 +95,7 @@ int device_options_from_env(DeviceOptions* o, std::string* error) {
     o->park_max_us = static_cast<uint32_t>(v);
   }
   if (const char* c = env("FI_EFA_EMU_ONE_COPY")) o->one_copy = std::strcmp(c, "0") != 0;
+  if (const char* c = env("FI_EFA_EMU_POSITION_ANSWERS")) o->position_answers = std::strcmp(c, "0") != 0;
   if (const char* q = env("FI_EFA_EMU_MAX_QP")) {
     // QPNs travel in 16 bits (AH lookups, CQEs), so 65535 is the most a device can number.
     char* end = nullptr;

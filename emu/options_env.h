@@ -14,6 +14,7 @@
 //   FI_EFA_EMU_MIN_RTO_US=N               the retransmission timeout's floor (N > 0, default 10)
 //   FI_EFA_EMU_ONE_COPY=0                 large RDMA payloads always cross the fabric (no
 //                                         process_vm_readv one-copy transfers)
+//   FI_EFA_EMU_POSITION_ANSWERS=0         every answer is a packet (no answers by position)
 // Backend:
 //   FI_EFA_EMU_DEVICES=N                  devices offered (default 1, clamped to 1..64)
 //   FI_EFA_EMU_FABRIC=shm|inproc|udp      the wire the devices share (default shm)

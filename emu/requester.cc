@@ -214,6 +214,7 @@ void DeviceImpl::start_op(uint32_t idx) {
 PeerPath* DeviceImpl::path_to(const Gid& gid) {
   PeerPath& path = paths_[gid];
   if (path.rto_ns == 0) {
+    path.gid = gid;
     path.rto_ns = initial_rto_ns_;
     path.index = static_cast<uint32_t>(path_list_.size());
     path_list_.push_back(&path);
@@ -248,6 +249,10 @@ void DeviceImpl::send_packet(TxOp* op, uint64_t token) {
     // place makes none; a borrowed payload is lent again, not copied).
     open_tx_batch();
     rc = fabric_->send_copy(op->dst, op->pkt, &op->tx_mark, send_now());
+    if (positions_ && op->tx_mark != 0 && !op->path->position_listed) {
+      op->path->position_listed = true;
+      position_paths_.push_back(op->path);
+    }
     if (rc != 0 && rc != -EHOSTUNREACH) {
       // Not delivered (a mailbox that stayed full, a send that failed): lost like a dropped
       // packet, and retransmitted when its timeout expires.
@@ -374,6 +379,52 @@ void DeviceImpl::resend_by_value(TxOp* op, uint64_t token) {
     }
   }
   send_packet(op, token);
+}
+
+void DeviceImpl::read_executed_marks() {
+  for (PeerPath* path : position_paths_) {
+    if (path->executed_next != 0) continue;  // the last one read is not in force yet
+    const uint64_t m = fabric_->executed_mark(gid_, path->gid, &path->executed_rx_end);
+    if (m != path->executed) path->executed_next = m;
+  }
+}
+
+void DeviceImpl::take_position_answers(int* work) {
+  for (size_t i = 0; i < position_paths_.size();) {
+    PeerPath* path = position_paths_[i];
+    if (path->executed_next != 0 && fabric_->polled_past(gid_, path->executed_rx_end)) {
+      path->executed = path->executed_next;
+      path->executed_next = 0;
+    }
+    auto& q = path->in_flight;
+    // In the order they left, which is the order of their marks: the first one the mark does
+    // not cover ends the look (a read's data, an RNR, a transmission that found no room, all
+    // answered by packet or by their timer, stop it too).
+    while (!q.empty()) {
+      const uint64_t token = q.front().second;
+      TxOp* t = find_op(token);
+      if (t == nullptr || t->path != path || t->tx_seq != q.front().first) {
+        q.pop_front();  // answered or sent again since
+        continue;
+      }
+      if (t->state != OpState::kAwaitResponse || t->op == EFA_IO_RDMA_READ ||
+          !fabric_->mark_covered(path->executed, t->tx_mark)) {
+        break;
+      }
+      bump(kAnsweredByPosition);
+      ++*work;
+      // The mark passed the latest transmission; on_answer takes this entry off the front.
+      handle_answer(path->gid, token, EFA_IO_COMP_STATUS_OK, static_cast<uint8_t>((t->attempts - 1) & 63), nullptr);
+    }
+    if (q.empty()) {
+      path->position_listed = false;
+      path->executed = path->executed_next = 0;
+      position_paths_[i] = position_paths_.back();
+      position_paths_.pop_back();
+    } else {
+      ++i;
+    }
+  }
 }
 
 void DeviceImpl::handle_response(Packet& pkt) { handle_answer(pkt.src, pkt.token, pkt.status, pkt.attempt, &pkt); }

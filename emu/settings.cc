@@ -27,6 +27,9 @@ const backend::BackendSetting kEmuSettings[] = {
     {"FI_EFA_EMU_ONE_COPY", SettingType::kBool,
      "Large RDMA payloads copied straight between processes where the fabric allows "
      "(default: 1)"},
+    {"FI_EFA_EMU_POSITION_ANSWERS", SettingType::kBool,
+     "Requests that ran as asked are answered by the responder's executed mark where the fabric "
+     "shows it (shm), not by a packet each (default: 1)"},
     {"FI_EFA_EMU_MIN_RTO_US", SettingType::kInt,
      "Floor of the retransmission timeout in microseconds (default: 10)"},
     {"FI_EFA_EMU_ENGINE_THREAD", SettingType::kBool,

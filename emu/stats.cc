@@ -25,6 +25,8 @@ Stats DeviceImpl::stats() const {
   s.stalled_waits = stats_.v[kStalledWaits].load(std::memory_order_relaxed);
   s.backlog_waits = stats_.v[kBacklogWaits].load(std::memory_order_relaxed);
   s.unserved_waits = stats_.v[kUnservedWaits].load(std::memory_order_relaxed);
+  s.position_answers = stats_.v[kPositionAnswers].load(std::memory_order_relaxed);
+  s.answered_by_position = stats_.v[kAnsweredByPosition].load(std::memory_order_relaxed);
   s.longest_sleep_us = stats_.v[kLongestSleepUs].load(std::memory_order_relaxed);
   s.longest_park_us = stats_.v[kLongestParkUs].load(std::memory_order_relaxed);
   s.parks = stats_.v[kParks].load(std::memory_order_relaxed);
@@ -67,6 +69,7 @@ std::string format_stats(const std::string& device, const Stats& s, const std::v
       {"diag_rq_malformed", s.diag[5]}, {"one_copy_bytes", s.one_copy_bytes},
       {"one_copy_refused", s.one_copy_refused}, {"stalled_waits", s.stalled_waits},
       {"backlog_waits", s.backlog_waits}, {"unserved_waits", s.unserved_waits},
+      {"position_answers", s.position_answers}, {"answered_by_position", s.answered_by_position},
       {"longest_sleep_us", s.longest_sleep_us}, {"longest_park_us", s.longest_park_us},
       {"parks", s.parks}, {"park_kicks", s.park_kicks}, {"takeovers", s.takeovers}, {"idle_polls", s.idle_polls}};
   for (const auto& d : dev) line("", d.first, d.second);

@@ -192,6 +192,8 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   l->fences = shm_fences().can_issue;
   mb->consumer_fences.store(l->fences ? 1 : 0);
   mb->polled_ns.store(now_ns());
+  mb->executed.store(0);
+  mb->position_answers.store(0);
   mb->ready.store(1, std::memory_order_release);
 
   Local* lp = l.get();
@@ -288,6 +290,9 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   std::unique_ptr<Peer> peer(new Peer());
   peer->gid = dst;
   peer->fd = fd;
+  do {
+    peer->gen = next_peer_gen_.fetch_add(1, std::memory_order_relaxed);
+  } while (peer->gen == 0);
   struct stat st;
   if (fstat(fd, &st) != 0 || !owner_only(st, S_IFREG) ||
       static_cast<uint64_t>(st.st_size) < kRingOffset + 65536) {
@@ -416,11 +421,13 @@ bool ShmFabric::unserved(const Gid& dst, uint64_t mark, uint64_t sent_ns) {
   if (live == nullptr) return false;
   const Peer& p = *live;
   Mailbox* mb = p.mb;
-  // A mark from a mailbox since replaced lies beyond what was written to this one.
-  if (p.sent_end.load(std::memory_order_relaxed) < mark) return false;
+  // A mark of a mailbox since replaced names another peer object.
+  if (mark_gen(mark) != p.gen) return false;
+  const uint64_t pos = mark & kMarkPosMask;
+  if (pos_below(p.sent_end.load(std::memory_order_relaxed), pos)) return false;
   // Taken in only once the consumer released the bytes up to the mark; served only once a pass
   // begun after the send finished (what that pass read, it also executed and answered).
-  return mb->head.load(std::memory_order_acquire) < mark ||
+  return pos_below(mb->head.load(std::memory_order_acquire), pos) ||
          mb->polled_ns.load(std::memory_order_relaxed) < sent_ns + kCrossProcessSlackNs;
 }
 
@@ -558,7 +565,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       bump(peer->bytes_tx, pkt.payload.size());
     }
     unlock_mailbox(mb);
-    *end_p = t + rs;
+    *end_p = make_mark(peer->gen, t + rs);
     // Pairs with the consumer's store of `sleeping` then load of `tail`: either a seq_cst pair,
     // or the consumer's fence of this process between them (light_publish).
     if (mb->sleeping.load(std::memory_order_seq_cst)) {
@@ -595,6 +602,83 @@ bool ShmFabric::rx_pending(const Gid& gid) {
   if (it == locals_.end()) return false;
   Mailbox* box = it->second->mb;
   return box->head.load(std::memory_order_acquire) != box->tail.load(std::memory_order_acquire);
+}
+
+template <typename F>
+auto ShmFabric::with_open_peer(const Gid& dst, F f) -> decltype(f(static_cast<const Peer*>(nullptr))) {
+  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
+  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);  // as a send: the peer stays mapped
+  const Peer* peer = tx_hint(dst).load(std::memory_order_seq_cst);
+  decltype(f(peer)) r;
+  if (peer != nullptr && same_gid(peer->gid, dst)) {
+    r = f(peer);
+  } else {
+    // Another peer holds the hint's slot (there are few slots): the table knows.
+    std::shared_lock<std::shared_mutex> lock(peers_mu_);
+    auto it = peers_.find(dst);
+    r = f(it != peers_.end() ? it->second.get() : nullptr);
+  }
+  stripe.in_flight.fetch_sub(1, std::memory_order_release);
+  return r;
+}
+
+bool ShmFabric::takes_position_answers(const Gid& requester) {
+  // A requester this end has not sent to yet has no peer here: it gets a packet, which opens one.
+  return with_open_peer(requester, [](const Peer* p) {
+    return p != nullptr && !p->dead.load(std::memory_order_relaxed) &&
+           p->mb->position_answers.load(std::memory_order_relaxed) == 1;
+  });
+}
+
+ShmFabric::Local* ShmFabric::local_of(const Gid& gid) {
+  Local* lp = rx_hint_.load(std::memory_order_acquire);
+  if (lp != nullptr && same_gid(lp->gid, gid)) return lp;
+  std::lock_guard<std::mutex> lock(locals_mu_);
+  auto it = locals_.find(gid);
+  return it == locals_.end() ? nullptr : it->second.get();
+}
+
+void ShmFabric::executed_polled(const Gid& gid) {
+  Local* lp = local_of(gid);
+  if (lp == nullptr || lp->no_position.load(std::memory_order_relaxed)) return;
+  const uint64_t h = lp->handed.load(std::memory_order_relaxed);
+  if (h == lp->executed_shown) return;
+  lp->executed_shown = h;
+  // After the answer packets it vouches for were published (their tail stores come first).
+  lp->mb->executed.store(h, std::memory_order_release);
+}
+
+void ShmFabric::set_position_answers(const Gid& gid, bool on) {
+  Local* lp = local_of(gid);
+  if (lp == nullptr) return;
+  const uint32_t v = on && !lp->no_position.load(std::memory_order_relaxed) ? 1 : 0;
+  if (lp->mb->position_answers.load(std::memory_order_relaxed) != v) {
+    lp->mb->position_answers.store(v, std::memory_order_relaxed);
+  }
+}
+
+uint64_t ShmFabric::executed_mark(const Gid& gid, const Gid& dst, uint64_t* rx_end) {
+  *rx_end = 0;
+  Local* lp = local_of(gid);
+  if (lp == nullptr) return 0;
+  const uint64_t mark = with_open_peer(dst, [](const Peer* p) -> uint64_t {
+    if (p == nullptr) return 0;
+    // Acquire: the answer packets dst published before its mark lie below the tail read next.
+    const uint64_t pos = p->mb->executed.load(std::memory_order_acquire);
+    return pos == 0 ? 0 : make_mark(p->gen, pos);
+  });
+  if (mark != 0) *rx_end = lp->mb->tail.load(std::memory_order_acquire);
+  return mark;
+}
+
+bool ShmFabric::mark_covered(uint64_t executed, uint64_t mark) const {
+  return executed != 0 && mark_gen(executed) == mark_gen(mark) &&
+         !pos_below(executed & kMarkPosMask, mark & kMarkPosMask);
+}
+
+bool ShmFabric::polled_past(const Gid& gid, uint64_t rx_end) {
+  Local* lp = local_of(gid);
+  return lp != nullptr && lp->handed.load(std::memory_order_relaxed) >= rx_end;
 }
 
 ShmFabricStats ShmFabric::stats() const {

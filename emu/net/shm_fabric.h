@@ -128,6 +128,15 @@ class ShmFabric : public Fabric {
   bool peer_stalled(const Gid& dst, uint64_t since_ns) override;
   // The local mailbox of `gid` holds bytes its consumer has not released yet.
   bool rx_pending(const Gid& gid) override;
+  // Answers by position: the executed mark lives in the responder's mailbox, the requester's
+  // wish in its own; packets read off a ring are position_seen. A malformed record ends the
+  // marks of its mailbox for good (something was read that no device ran).
+  bool takes_position_answers(const Gid& requester) override;
+  void executed_polled(const Gid& gid) override;
+  void set_position_answers(const Gid& gid, bool on) override;
+  uint64_t executed_mark(const Gid& gid, const Gid& dst, uint64_t* rx_end) override;
+  bool mark_covered(uint64_t executed, uint64_t mark) const override;
+  bool polled_past(const Gid& gid, uint64_t rx_end) override;
 
   const std::string& dir() const { return dir_; }
   ShmFabricStats stats() const;
@@ -206,6 +215,11 @@ class ShmFabric : public Fabric {
   void retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it);
   // Frees retired peers when no sender can still hold one; the caller is not in flight.
   void reclaim_peers();
+  // The local of `gid`: the one polled last, else from the table (null when not attached).
+  Local* local_of(const Gid& gid);
+  // f(the open peer dst, or null), with the peer kept mapped meanwhile (as a send keeps it).
+  template <typename F>
+  auto with_open_peer(const Gid& dst, F f) -> decltype(f(static_cast<const Peer*>(nullptr)));
 
   ShmFabricOptions opt_;
   std::string dir_;
@@ -213,6 +227,7 @@ class ShmFabric : public Fabric {
   int senders_fd_ = -1;     // the senders file; its description holds our slot's lock
   uint64_t lock_word_ = 0;  // slot + 1 in the top 16 bits, random bits below; never 0
   std::atomic<uint64_t> next_msg_{1};
+  std::atomic<uint16_t> next_peer_gen_{1};  // Peer::gen, never 0
   // Held while a packet is handed to a local device, so that none is handed one after its
   // detach returned.
   mutable std::mutex locals_mu_;

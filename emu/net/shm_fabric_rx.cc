@@ -23,8 +23,12 @@ int ShmFabric::take_fragment(Local* lp, const RecordHeader& r, const uint8_t* da
   } else {
     rc = lp->reasm.add(r.sender, r.msg_id, r.total, r.off, data, r.len, pkt);
   }
-  if (rc < 0) st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+  if (rc < 0) {
+    st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+    lp->no_position.store(true, std::memory_order_relaxed);
+  }
   if (rc == 1) {
+    pkt->position_seen = true;
     bump(lp->pkt_rx, 1);
     bump(lp->bytes_rx, pkt->payload.size());
   }
@@ -48,6 +52,7 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
     }
     if (pos + sizeof(r) > cap) {
       st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+      lp->no_position.store(true, std::memory_order_relaxed);
       h = t;
       break;
     }
@@ -56,6 +61,7 @@ int ShmFabric::drain(Local* lp, int budget, std::vector<Packet>* out) {
     if (r.kind != kFragment || pos + rs > cap || rs > t - h) {
       // A producer wrote garbage; nothing after it can be trusted.
       st_[kMalformed].fetch_add(1, std::memory_order_relaxed);
+      lp->no_position.store(true, std::memory_order_relaxed);
       h = t;
       break;
     }
@@ -157,6 +163,8 @@ void ShmFabric::poll_rx_stop(const Gid& gid) {
   if (it == locals_.end()) return;
   Local* lp = it->second.get();
   lp->last_poll_ns.store(0, std::memory_order_relaxed);
+  // Nobody will see a moved executed mark soon: answers come as packets, which wake this end.
+  lp->mb->position_answers.store(0, std::memory_order_relaxed);
   lp->mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
   futex(&lp->mb->wake_seq, FUTEX_WAKE, 1, nullptr);
 }
@@ -190,6 +198,9 @@ int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vect
   if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire)) {
     n = drain(lp, budget > 0 ? budget : 64, out);
   }
+  // Whatever the receive thread drained before this poll went to the sink under `consuming`,
+  // so it waits in the device's inbox for this very pass.
+  lp->handed.store(box->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   lp->consuming.store(false, std::memory_order_release);
   return n;
 }

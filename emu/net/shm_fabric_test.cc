@@ -928,6 +928,101 @@ TEST(ShmFabric, ASendIsWrittenAtItsCallersPassTime) {
   EXPECT_EQ(sb.take().size(), 0u);
 }
 
+// Answers by position: the responder's executed mark covers what its polls handed over once it
+// says so, a requester compares it with its marks, and both ends' wishes and refusals hold.
+TEST(ShmFabric, AnExecutedMarkCoversWhatThePollsHandedOver) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("executed");
+  o.park_us = 500000;  // only the polls below read the mailboxes
+  TestSink sa, sb;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 61, &sa, &b, 62, &sb));
+  std::vector<Packet> got;
+  EXPECT_EQ(b->poll_rx_batch(gid_of(62), 64, steady_ns(), &got), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  uint64_t m1 = 0, m2 = 0;
+  ASSERT_EQ(a->send_marked(gid_of(62), make_packet(gid_of(61), 1, 64), &m1), 0);
+  ASSERT_EQ(a->send_marked(gid_of(62), make_packet(gid_of(61), 2, 64), &m2), 0);
+  uint64_t end = 0;
+  EXPECT_EQ(a->executed_mark(gid_of(61), gid_of(62), &end), 0u);  // nothing executed yet
+  EXPECT_FALSE(a->mark_covered(0, m1));
+  b->executed_polled(gid_of(62));  // nothing handed over: the mark stays
+  EXPECT_EQ(a->executed_mark(gid_of(61), gid_of(62), &end), 0u);
+
+  EXPECT_EQ(b->poll_rx_batch(gid_of(62), 1, steady_ns(), &got), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].position_seen);
+  EXPECT_EQ(a->executed_mark(gid_of(61), gid_of(62), &end), 0u);  // read, not yet said to have run
+  b->executed_polled(gid_of(62));
+  uint64_t e = a->executed_mark(gid_of(61), gid_of(62), &end);
+  EXPECT_TRUE(a->mark_covered(e, m1));
+  EXPECT_FALSE(a->mark_covered(e, m2));
+  EXPECT_EQ(b->poll_rx_batch(gid_of(62), 64, steady_ns(), &got), 1);
+  b->executed_polled(gid_of(62));
+  e = a->executed_mark(gid_of(61), gid_of(62), &end);
+  EXPECT_TRUE(a->mark_covered(e, m1));
+  EXPECT_TRUE(a->mark_covered(e, m2));
+
+  // A mailbox that replaced another starts its positions again: marks of the old one are never
+  // covered by the new one's mark, though their positions may lie below it.
+  b->detach(gid_of(62));
+  ASSERT_EQ(b->attach(gid_of(62), &sb), 0);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(62), 64, steady_ns(), &got), 0);
+  uint64_t m3 = 0;
+  for (uint64_t t = 3; t < 6; ++t) ASSERT_EQ(a->send_marked(gid_of(62), make_packet(gid_of(61), t, 64), &m3), 0);
+  EXPECT_EQ(b->poll_rx_batch(gid_of(62), 64, steady_ns(), &got), 3);
+  b->executed_polled(gid_of(62));
+  e = a->executed_mark(gid_of(61), gid_of(62), &end);
+  EXPECT_TRUE(a->mark_covered(e, m3));
+  EXPECT_FALSE(a->mark_covered(e, m1));
+  EXPECT_EQ(sb.take().size(), 0u);  // every packet went to the polls
+
+  // An answer packet b sent before its mark lies below the end a read with the mark: a takes
+  // the mark only once its polls have handed that packet over.
+  std::vector<Packet> at_a;
+  EXPECT_EQ(a->poll_rx_batch(gid_of(61), 64, steady_ns(), &at_a), 0);
+  ASSERT_EQ(b->send(gid_of(61), make_packet(gid_of(62), 9, 64)), 0);
+  b->executed_polled(gid_of(62));  // nothing new: the mark stays where it was
+  e = a->executed_mark(gid_of(61), gid_of(62), &end);
+  EXPECT_NE(e, 0u);
+  EXPECT_FALSE(a->polled_past(gid_of(61), end));
+  EXPECT_EQ(a->poll_rx_batch(gid_of(61), 64, steady_ns(), &at_a), 1);
+  EXPECT_TRUE(a->polled_past(gid_of(61), end));
+}
+
+TEST(ShmFabric, AResponderAnswersByPositionOnlyWhereTheRequesterWantsIt) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("wish");
+  o.park_us = 500000;
+  TestSink sa, sb;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 71, &sa, &b, 72, &sb));
+  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));  // b never wrote to 71: no peer yet
+  ASSERT_EQ(b->send(gid_of(71), make_packet(gid_of(72), 1, 64)), 0);
+  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));  // 71 did not ask
+  a->set_position_answers(gid_of(71), true);
+  EXPECT_TRUE(b->takes_position_answers(gid_of(71)));
+  a->set_position_answers(gid_of(71), false);
+  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+  a->set_position_answers(gid_of(71), true);
+  a->poll_rx_stop(gid_of(71));  // nobody polls 71 now: answers must wake it
+  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+
+  // A record that no device can run ends the marks of its mailbox: a requester whose request
+  // it may have been must get an answer packet, and its own wish counts no more.
+  std::vector<Packet> got;
+  uint64_t m1 = 0, m2 = 0;
+  ASSERT_EQ(b->send_marked(gid_of(71), make_packet(gid_of(72), 2, 64), &m1), 0);
+  Packet bad = make_packet(gid_of(72), 3, 64);
+  bad.type = static_cast<PacketType>(200);
+  ASSERT_EQ(b->send_marked(gid_of(71), std::move(bad), &m2), 0);
+  EXPECT_EQ(a->poll_rx_batch(gid_of(71), 64, steady_ns(), &got), 2);  // 1 and 2; 3 malformed
+  EXPECT_EQ(a->stats().malformed, 1u);
+  a->executed_polled(gid_of(71));
+  uint64_t end = 0;
+  EXPECT_EQ(b->executed_mark(gid_of(72), gid_of(71), &end), 0u);
+  a->set_position_answers(gid_of(71), true);
+  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+}
+
 }  // namespace
 }  // namespace net
 }  // namespace emu

@@ -35,8 +35,8 @@ namespace shm_internal {
 constexpr uint64_t kMagic = 0x78707566616273ull;  // "xpufabs"
 // 2: the closed mark; 3: the 104-byte packet header; 4: polled_ns; 5: polled_ns is a finished pass;
 // 6: the producer lock is a word naming its holder; 7: the lock and the producers' copy of the tail
-// on a cache line of their own, consumer_fences
-constexpr uint32_t kVersion = 7;
+// on a cache line of their own, consumer_fences; 8: executed and position_answers
+constexpr uint32_t kVersion = 8;
 constexpr size_t kRingOffset = 4096;
 
 enum Stat {
@@ -99,6 +99,21 @@ namespace shm_internal {
 using RecordHeader = ShmFabric::RecordHeader;
 constexpr uint32_t kFragment = 1;
 constexpr uint32_t kSkip = 2;
+
+// Marks (Fabric::send_marked) name the peer object the packet went through in their top bits and
+// its ring position in the rest: a mailbox that replaced another starts its positions again, and
+// a mark of the old one must not be taken for one of the new. Outstanding marks lie within a
+// ring's capacity of the tail, far less than half the position space, so positions compare
+// modulo it.
+constexpr int kMarkPosBits = 48;
+constexpr uint64_t kMarkPosMask = (uint64_t{1} << kMarkPosBits) - 1;
+inline uint64_t make_mark(uint16_t gen, uint64_t pos) { return uint64_t{gen} << kMarkPosBits | (pos & kMarkPosMask); }
+inline uint16_t mark_gen(uint64_t mark) { return static_cast<uint16_t>(mark >> kMarkPosBits); }
+// Whether position a lies below b (a < b), both from one mailbox.
+inline bool pos_below(uint64_t a, uint64_t b) {
+  const uint64_t d = (b - a) & kMarkPosMask;
+  return d != 0 && d < (uint64_t{1} << (kMarkPosBits - 1));
+}
 
 // A producer past ShmFabricOptions::recycle_bytes reads the consumer's head again, to see
 // whether the ring was emptied, once per this many bytes it wrote.
@@ -175,6 +190,14 @@ struct ShmFabric::Mailbox {
   // next one starts): what it had read by then it has also answered. Senders compare it with
   // their last write to tell a starved owner from a silent one (peer_stalled).
   alignas(64) std::atomic<uint64_t> polled_ns;
+  // Answers by position (Fabric::executed_mark): the ring position up to which the owner has
+  // executed every request it read and sent every answer that travels as a packet. Moved by
+  // the owner's passes; read by its senders while they await answers. 0: none yet.
+  alignas(64) std::atomic<uint64_t> executed;
+  // 1 while the owner takes answers by position (Fabric::set_position_answers): an application
+  // thread drives its device, so a moved mark is seen at once. Read by responders at every
+  // request of the owner's, written when that changes: a line of its own.
+  alignas(64) std::atomic<uint32_t> position_answers;
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= shm_internal::kRingOffset, "mailbox header fits its page");
 
@@ -196,6 +219,13 @@ struct ShmFabric::Local {
   // poll_rx_stop when it stops, so the receive thread's parks may grow far longer.
   std::atomic<bool> handed_over{false};
   uint64_t pass_ns = 0;  // start of the poll_rx before the latest (whoever holds consuming)
+  // Answers by position, the device's (its passes hold its lock): the head after the last
+  // poll_rx_batch that took the ring (everything below it is handed over, straight to the pass
+  // or through the sink before it), and the mark published last. A malformed record (a packet
+  // that never reached the device) ends them.
+  std::atomic<uint64_t> handed{0};
+  uint64_t executed_shown = 0;
+  std::atomic<bool> no_position{false};
   Reassembler reasm;  // consumer's
   std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
   std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
@@ -204,6 +234,7 @@ struct ShmFabric::Local {
 
 struct ShmFabric::Peer {
   Gid gid{};
+  uint16_t gen = 0;  // this peer object's number, in the marks of packets sent through it
   int fd = -1;
   Mailbox* mb = nullptr;
   size_t map_len = 0;
