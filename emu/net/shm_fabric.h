@@ -30,6 +30,15 @@
 // namespace) the device sends the bytes through the mailbox instead.
 // A send that cannot place its packet within full_timeout_ms (a live receiver that does not
 // drain) fails with -ENOBUFS; the device retransmits it later.
+//
+// Answers by position (Fabric::executed_mark): a mailbox's header also holds how far its owner
+// has executed what it read (`executed`, moved at the end of the owner's engine passes, after
+// the answer packets of the pass) and whether the owner wants answers that way (its device is
+// polled, so it sees the mark move at once). A sender's mark names the ring position just past
+// its packet and the peer object it went through, so a mark of a mailbox since replaced is never
+// taken for one of its successor's. The owner reads the mark before its own poll, and takes it
+// once its polls have passed where its own ring ended then: every answer packet sent before the
+// mark moved is read first.
 #ifndef XPUFAB_EMU_NET_SHM_FABRIC_H_
 #define XPUFAB_EMU_NET_SHM_FABRIC_H_
 
