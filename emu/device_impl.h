@@ -242,6 +242,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // once the polls handed over every answer packet sent before it (PeerPath::executed_next).
   void read_executed_marks();
   void take_position_answers(int* work);
+  // A listed path's peer moved its mark since this device last took it.
+  bool executed_marks_moved();
   void fire_timers();
   // Retransmission (retransmit.cc, PeerPath in objects.h): arms the op's timeout after a
   // transmission, times the path and fast-retransmits from an answer, and expires a timeout.

@@ -480,12 +480,23 @@ void DeviceImpl::engine_loop() {
       // it, rather than by position.
       active = false;
       if (attached_) {
+        bool moved = false;
         if (positions_) {
           std::lock_guard<DeviceMutex> lock(mu_);
           position_wish_ = false;
           fabric_->set_position_answers(gid_, false);
+          // A responder that read the wish before it went answers by position still: a mark
+          // that moved by now is taken by driving on. (One that moves later, from a pass that
+          // read the wish in between, waits for this thread's next wakeup.)
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+          moved = executed_marks_moved();
         }
         fabric_->poll_rx_stop(gid_);
+        if (moved) {
+          active = true;
+          idle_since = now_ns();
+          continue;
+        }
       }
     }
     bool woken;

@@ -130,8 +130,9 @@ TEST_F(PositionAnswers, ReadsRnrsAndErrorsAreAnsweredByPacket) {
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), 4096), 0);
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK);  // B's way is open
+  ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 0), EFA_IO_COMP_STATUS_OK);  // no data, still a packet
   EXPECT_EQ(a.dev->stats().answered_by_position, 0u);
-  EXPECT_EQ(b.dev->stats().packets_tx, 2u);
+  EXPECT_EQ(b.dev->stats().packets_tx, 3u);
 
   // No receive posted: RNR by packet, then the retry that finds one is answered by the mark.
   Wqe w = send_wqe(next_id_++, ah_->ahn(), static_cast<uint16_t>(b.qp->qpn()), b.qkey);

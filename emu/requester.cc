@@ -381,6 +381,15 @@ void DeviceImpl::resend_by_value(TxOp* op, uint64_t token) {
   send_packet(op, token);
 }
 
+bool DeviceImpl::executed_marks_moved() {
+  for (PeerPath* path : position_paths_) {
+    uint64_t rx_end;
+    const uint64_t m = fabric_->executed_mark(gid_, path->gid, &rx_end);
+    if (m != 0 && m != path->executed) return true;
+  }
+  return false;
+}
+
 void DeviceImpl::read_executed_marks() {
   for (PeerPath* path : position_paths_) {
     if (path->executed_next != 0) continue;  // the last one read is not in force yet
