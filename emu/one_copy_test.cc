@@ -50,16 +50,7 @@ class OneCopy : public ::testing::Test {
     oa.fault_plan = ob.fault_plan = plan;
     oa.one_copy = ob.one_copy = one_copy;
     oa.response_timeout_us = ob.response_timeout_us = 200000;
-    a.open(oa);
-    b.open(ob);
-    a.make_qp();
-    b.make_qp();
-    bring_up(a.qp, a.qkey);
-    bring_up(b.qp, b.qkey);
-    Gid gb = b.dev->gid(), ga = a.dev->gid();
-    ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
-    Ah* back = nullptr;
-    ASSERT_EQ(b.dev->create_ah(b.pd, ga.data(), &back), 0);
+    ASSERT_NO_FATAL_FAILURE(open_pair(&a, &b, oa, ob, &ah_));
   }
   void TearDown() override {
     a.dev.reset();

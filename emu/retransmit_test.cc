@@ -56,17 +56,7 @@ class Retransmit : public ::testing::Test {
     oa.initial_rto_us = min_rto_us;
     oa.response_timeout_us = response_timeout_us;
     oa.max_retransmits = max_retransmits;
-    a_.open(oa);
-    b_.open(ob);
-    a_.make_qp();
-    b_.make_qp();
-    bring_up(a_.qp, a_.qkey);
-    bring_up(b_.qp, b_.qkey);
-    Gid gb = b_.dev->gid();
-    ASSERT_EQ(a_.dev->create_ah(a_.pd, gb.data(), &ab_), 0);
-    Gid ga = a_.dev->gid();
-    Ah* ba = nullptr;
-    ASSERT_EQ(b_.dev->create_ah(b_.pd, ga.data(), &ba), 0);
+    ASSERT_NO_FATAL_FAILURE(open_pair(&a_, &b_, oa, ob, &ab_));
   }
   Wqe write(uint16_t id) {
     return rdma_wqe(EFA_IO_RDMA_WRITE, id, ab_->ahn(), static_cast<uint16_t>(b_.qp->qpn()), b_.qkey,

@@ -24,17 +24,8 @@ class StarvedPeer : public ::testing::Test {
     o.key = "starved" + std::to_string(getpid()) + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ASSERT_EQ(net::ShmFabric::create(o, &fa_), 0);
     ASSERT_EQ(net::ShmFabric::create(o, &fb_), 0);
-    DeviceOptions oa = inline_options(fa_), ob = inline_options(fb_);
-    a.open(oa);  // silence limit: 2 ms x (3 + 1)
-    b.open(ob);
-    a.make_qp();
-    b.make_qp();
-    bring_up(a.qp, a.qkey);
-    bring_up(b.qp, b.qkey);
-    Gid gb = b.dev->gid(), ga = a.dev->gid();
-    ASSERT_EQ(a.dev->create_ah(a.pd, gb.data(), &ah_), 0);
-    Ah* back = nullptr;
-    ASSERT_EQ(b.dev->create_ah(b.pd, ga.data(), &back), 0);
+    // Silence limit: 2 ms x (3 + 1).
+    ASSERT_NO_FATAL_FAILURE(open_pair(&a, &b, inline_options(fa_), inline_options(fb_), &ah_));
     b.dev->step(64);
   }
   void TearDown() override {

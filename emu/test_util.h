@@ -171,6 +171,21 @@ struct Node {
   uint64_t addr(size_t off) const { return reinterpret_cast<uint64_t>(buf.data() + off); }
 };
 
+// Opens a and b with these options, one QP each brought up to RTS, and an AH each way; *ab is
+// A's for B. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+inline void open_pair(Node* a, Node* b, const DeviceOptions& oa, const DeviceOptions& ob, Ah** ab) {
+  ASSERT_NO_FATAL_FAILURE(a->open(oa));
+  ASSERT_NO_FATAL_FAILURE(b->open(ob));
+  ASSERT_NO_FATAL_FAILURE(a->make_qp());
+  ASSERT_NO_FATAL_FAILURE(b->make_qp());
+  ASSERT_NO_FATAL_FAILURE(bring_up(a->qp, a->qkey));
+  ASSERT_NO_FATAL_FAILURE(bring_up(b->qp, b->qkey));
+  Gid gb = b->dev->gid(), ga = a->dev->gid();
+  ASSERT_EQ(a->dev->create_ah(a->pd, gb.data(), ab), 0);
+  Ah* back = nullptr;
+  ASSERT_EQ(b->dev->create_ah(b->pd, ga.data(), &back), 0);
+}
+
 inline DeviceOptions inline_options(std::shared_ptr<Fabric> fabric, const char* profile = "gen4") {
   DeviceOptions o;
   o.fabric = std::move(fabric);
