@@ -359,8 +359,10 @@ class Fabric {
   // Fabrics without it keep these defaults, and every answer is a packet.
   //
   // Responder: whether the device behind `requester` takes answers by position now (it asked
-  // for them, set_position_answers); only for a request that came with position_seen.
-  virtual bool takes_position_answers(const Gid& requester) {
+  // for them, set_position_answers) from the local `gid` (whose mark still moves); only for a
+  // request that came with position_seen.
+  virtual bool takes_position_answers(const Gid& gid, const Gid& requester) {
+    (void)gid;
     (void)requester;
     return false;
   }

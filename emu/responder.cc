@@ -182,7 +182,7 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
     // even none.
     if (positions_ && pkt.position_seen && pkt.op != EFA_IO_RDMA_READ && resp.status == EFA_IO_COMP_STATUS_OK &&
         resp.payload.empty() && resp.ref.pid == 0 && !resp.copy_refused &&
-        fabric_->takes_position_answers(pkt.src)) {
+        fabric_->takes_position_answers(gid_, pkt.src)) {
       bump(kPositionAnswers);
       return;
     }

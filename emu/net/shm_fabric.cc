@@ -622,7 +622,11 @@ auto ShmFabric::with_open_peer(const Gid& dst, F f) -> decltype(f(static_cast<co
   return r;
 }
 
-bool ShmFabric::takes_position_answers(const Gid& requester) {
+bool ShmFabric::takes_position_answers(const Gid& gid, const Gid& requester) {
+  // This end's mark no longer moves after a malformed record: a request answered by position
+  // before that was read is sent again, and its repeat gets a packet.
+  const Local* lp = local_of(gid);
+  if (lp == nullptr || lp->no_position.load(std::memory_order_relaxed)) return false;
   // A requester this end has not sent to yet has no peer here: it gets a packet, which opens one.
   return with_open_peer(requester, [](const Peer* p) {
     return p != nullptr && !p->dead.load(std::memory_order_relaxed) &&

@@ -140,7 +140,7 @@ class ShmFabric : public Fabric {
   // Answers by position: the executed mark lives in the responder's mailbox, the requester's
   // wish in its own; packets read off a ring are position_seen. A malformed record ends the
   // marks of its mailbox for good (something was read that no device ran).
-  bool takes_position_answers(const Gid& requester) override;
+  bool takes_position_answers(const Gid& gid, const Gid& requester) override;
   void executed_polled(const Gid& gid) override;
   void set_position_answers(const Gid& gid, bool on) override;
   uint64_t executed_mark(const Gid& gid, const Gid& dst, uint64_t* rx_end) override;

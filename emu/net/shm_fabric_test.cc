@@ -995,16 +995,16 @@ TEST(ShmFabric, AResponderAnswersByPositionOnlyWhereTheRequesterWantsIt) {
   o.park_us = 500000;
   TestSink sa, sb;
   ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 71, &sa, &b, 72, &sb));
-  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));  // b never wrote to 71: no peer yet
+  EXPECT_FALSE(b->takes_position_answers(gid_of(72), gid_of(71)));  // b never wrote to 71: no peer yet
   ASSERT_EQ(b->send(gid_of(71), make_packet(gid_of(72), 1, 64)), 0);
-  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));  // 71 did not ask
+  EXPECT_FALSE(b->takes_position_answers(gid_of(72), gid_of(71)));  // 71 did not ask
   a->set_position_answers(gid_of(71), true);
-  EXPECT_TRUE(b->takes_position_answers(gid_of(71)));
+  EXPECT_TRUE(b->takes_position_answers(gid_of(72), gid_of(71)));
   a->set_position_answers(gid_of(71), false);
-  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+  EXPECT_FALSE(b->takes_position_answers(gid_of(72), gid_of(71)));
   a->set_position_answers(gid_of(71), true);
   a->poll_rx_stop(gid_of(71));  // nobody polls 71 now: answers must wake it
-  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+  EXPECT_FALSE(b->takes_position_answers(gid_of(72), gid_of(71)));
 
   // A record that no device can run ends the marks of its mailbox: a requester whose request
   // it may have been must get an answer packet, and its own wish counts no more.
@@ -1020,7 +1020,15 @@ TEST(ShmFabric, AResponderAnswersByPositionOnlyWhereTheRequesterWantsIt) {
   uint64_t end = 0;
   EXPECT_EQ(b->executed_mark(gid_of(72), gid_of(71), &end), 0u);
   a->set_position_answers(gid_of(71), true);
-  EXPECT_FALSE(b->takes_position_answers(gid_of(71)));
+  EXPECT_FALSE(b->takes_position_answers(gid_of(72), gid_of(71)));
+  // Nor does a answer by position any more, whoever asks.
+  ASSERT_EQ(a->send(gid_of(72), make_packet(gid_of(71), 4, 64)), 0);
+  b->set_position_answers(gid_of(72), true);
+  TestSink sa3;
+  ASSERT_EQ(a->attach(gid_of(73), &sa3), 0);  // another mailbox of a's, with nothing malformed
+  EXPECT_TRUE(a->takes_position_answers(gid_of(73), gid_of(72)));
+  EXPECT_FALSE(a->takes_position_answers(gid_of(71), gid_of(72)));
+  EXPECT_FALSE(a->takes_position_answers(gid_of(99), gid_of(72)));  // not attached here
 }
 
 }  // namespace
