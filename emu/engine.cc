@@ -486,9 +486,10 @@ void DeviceImpl::engine_loop() {
           position_wish_ = false;
           fabric_->set_position_answers(gid_, false);
           // A responder that read the wish before it went answers by position still: a mark
-          // that moved by now is taken by driving on. (One that moves later, from a pass that
-          // read the wish in between, waits for this thread's next wakeup.)
-          std::atomic_thread_fence(std::memory_order_seq_cst);
+          // that moved by now is taken by driving on (the wish is withdrawn with a seq_cst
+          // store, and each mark is read after a seq_cst step of the peer look-up). One that
+          // moves later, from a pass that read the wish in between, waits for this thread's
+          // next wakeup.
           moved = executed_marks_moved();
         }
         fabric_->poll_rx_stop(gid_);

@@ -106,12 +106,13 @@ TEST_F(PositionAnswers, SendsAndWritesAreAnsweredByTheMark) {
     ASSERT_EQ(rdma(EFA_IO_RDMA_WRITE, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK) << i;
     EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), 4096), 0);
   }
-  // The first answer is a packet: it opens B's way to A's mailbox, where A's wish is read.
-  EXPECT_EQ(a.dev->stats().answered_by_position, 11u);
-  EXPECT_EQ(b.dev->stats().position_answers, 11u);
-  EXPECT_EQ(b.dev->stats().packets_tx, 1u);
-  EXPECT_EQ(a.dev->stats().packets_rx, 1u);
-  EXPECT_EQ(a.dev->stats().retransmits, 0u);
+  // The first answer is a packet: it opens B's way to A's mailbox, where A's wish is read. (A
+  // slow machine may see a timeout send a request again: its repeat is answered by the mark too.)
+  const Stats sa = a.dev->stats(), sb = b.dev->stats();
+  EXPECT_EQ(sa.answered_by_position, 11u);
+  EXPECT_EQ(sb.position_answers, 11u + sa.retransmits);
+  EXPECT_EQ(sb.packets_tx, 1u);
+  EXPECT_EQ(sa.packets_rx, 1u);
 }
 
 // A read's data, an RNR and an error travel as packets; each request is answered once, either way.
@@ -170,8 +171,9 @@ TEST_F(PositionAnswers, ARequesterThatStoppedPollingGetsPackets) {
   EXPECT_EQ(b.dev->stats().packets_tx, 2u);
 }
 
-// With engine threads that go to sleep between requests, every request completes soon and is
-// answered exactly once, by the mark or by a packet.
+// With engine threads that go to sleep between requests, every request completes soon, answered
+// by the mark or by a packet (a slow machine may see a timeout send one again: its repeat is
+// answered too).
 TEST_F(PositionAnswers, SleepingEnginesAreWokenByTheirAnswers) {
   open(true, true);
   post_receives(6);
@@ -182,9 +184,9 @@ TEST_F(PositionAnswers, SleepingEnginesAreWokenByTheirAnswers) {
     if (i % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // engines idle
   }
   const Stats sa = a.dev->stats(), sb = b.dev->stats();
-  EXPECT_EQ(sa.answered_by_position + sa.packets_rx, 6u);
-  EXPECT_EQ(sb.position_answers + sb.packets_tx, 6u);
-  EXPECT_EQ(sa.retransmits, 0u);
+  EXPECT_GE(sa.answered_by_position + sa.packets_rx, 6u);
+  EXPECT_EQ(sb.position_answers + sb.packets_tx, 6u + sa.retransmits);
+  EXPECT_EQ(sa.timeouts, 0u);
 }
 
 }  // namespace

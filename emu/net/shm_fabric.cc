@@ -657,7 +657,8 @@ void ShmFabric::set_position_answers(const Gid& gid, bool on) {
   if (lp == nullptr) return;
   const uint32_t v = on && !lp->no_position.load(std::memory_order_relaxed) ? 1 : 0;
   if (lp->mb->position_answers.load(std::memory_order_relaxed) != v) {
-    lp->mb->position_answers.store(v, std::memory_order_relaxed);
+    // seq_cst: a withdrawn wish comes before whatever marks the caller reads next.
+    lp->mb->position_answers.store(v, std::memory_order_seq_cst);
   }
 }
 
