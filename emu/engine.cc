@@ -185,8 +185,7 @@ void DeviceImpl::begin_pass(uint64_t now) {
   in_pass_ = true;
 }
 
-// What a pass sent leaves together: its coalesced answers, then its batch of sends; then the
-// executed mark that vouches for the requests it ran (answers by position) moves past them.
+// What a pass sent leaves together: its coalesced answers, then its batch of sends.
 void DeviceImpl::end_pass() {
   if (answers_pending_) flush_answers();
   in_pass_ = false;
@@ -194,7 +193,6 @@ void DeviceImpl::end_pass() {
     tx_batch_open_ = false;
     fabric_->batch_end();
   }
-  if (positions_ && attached_) fabric_->executed_polled(gid_);
   mark_quiet();
 }
 
@@ -261,6 +259,9 @@ int DeviceImpl::step_locked(int budget, uint64_t now) {
   }
   fire_timers();
   end_pass();
+  // After the answer packets the pass sent: the executed mark that vouches for the requests it
+  // ran moves past them (answers by position). Only a pass that polls moves it.
+  if (positions_ && attached_) fabric_->executed_polled(gid_);
   return work;
 }
 
@@ -480,11 +481,11 @@ void DeviceImpl::engine_loop() {
       // it, rather than by position.
       active = false;
       if (attached_) {
+        fabric_->poll_rx_stop(gid_);  // which withdraws the wish for answers by position too
         bool moved = false;
         if (positions_) {
           std::lock_guard<DeviceMutex> lock(mu_);
-          position_wish_ = false;
-          fabric_->set_position_answers(gid_, false);
+          position_wish_ = false;  // the next pass asks again
           // A responder that read the wish before it went answers by position still: a mark
           // that moved by now is taken by driving on (the wish is withdrawn with a seq_cst
           // store, and each mark is read after a seq_cst step of the peer look-up). One that
@@ -492,7 +493,6 @@ void DeviceImpl::engine_loop() {
           // next wakeup.
           moved = executed_marks_moved();
         }
-        fabric_->poll_rx_stop(gid_);
         if (moved) {
           active = true;
           idle_since = now_ns();

@@ -639,7 +639,10 @@ ShmFabric::Local* ShmFabric::local_of(const Gid& gid) {
   if (lp != nullptr && same_gid(lp->gid, gid)) return lp;
   std::lock_guard<std::mutex> lock(locals_mu_);
   auto it = locals_.find(gid);
-  return it == locals_.end() ? nullptr : it->second.get();
+  if (it == locals_.end()) return nullptr;
+  // Under the lock, so that a detach (which clears the hint under it) cannot slip in between.
+  rx_hint_.store(it->second.get(), std::memory_order_release);
+  return it->second.get();
 }
 
 void ShmFabric::executed_polled(const Gid& gid) {

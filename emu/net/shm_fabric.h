@@ -224,7 +224,8 @@ class ShmFabric : public Fabric {
   void retire_peer_locked(std::map<Gid, std::unique_ptr<Peer>>::iterator it);
   // Frees retired peers when no sender can still hold one; the caller is not in flight.
   void reclaim_peers();
-  // The local of `gid`: the one polled last, else from the table (null when not attached).
+  // The local of `gid`: the hint's (rx_hint_), else from the table, which the hint then names
+  // (null when not attached).
   Local* local_of(const Gid& gid);
   // f(the open peer dst, or null), with the peer kept mapped meanwhile (as a send keeps it).
   template <typename F>

@@ -164,7 +164,8 @@ void ShmFabric::poll_rx_stop(const Gid& gid) {
   Local* lp = it->second.get();
   lp->last_poll_ns.store(0, std::memory_order_relaxed);
   // Nobody will see a moved executed mark soon: answers come as packets, which wake this end.
-  lp->mb->position_answers.store(0, std::memory_order_relaxed);
+  // seq_cst: the withdrawal comes before whatever marks the caller reads next.
+  lp->mb->position_answers.store(0, std::memory_order_seq_cst);
   lp->mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
   futex(&lp->mb->wake_seq, FUTEX_WAKE, 1, nullptr);
 }
@@ -176,14 +177,8 @@ void ShmFabric::poll_rx_handed_over(const Gid& gid) {
 }
 
 int ShmFabric::poll_rx_batch(const Gid& gid, int budget, uint64_t now, std::vector<Packet>* out) {
-  Local* lp = rx_hint_.load(std::memory_order_acquire);
-  if (lp == nullptr || !same_gid(lp->gid, gid)) {
-    std::lock_guard<std::mutex> lock(locals_mu_);
-    auto it = locals_.find(gid);
-    if (it == locals_.end()) return 0;
-    lp = it->second.get();
-    rx_hint_.store(lp, std::memory_order_release);
-  }
+  Local* lp = local_of(gid);
+  if (lp == nullptr) return 0;
   if (now == 0) now = now_ns();
   lp->last_poll_ns.store(now, std::memory_order_relaxed);
   // The receive thread is draining, or the local was detached (detach keeps `consuming`, and the
