@@ -301,6 +301,17 @@ int DeviceImpl::destroy_qp(Qp* q) {
 
 int DeviceImpl::create_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
   if (ah_p == nullptr || gid == nullptr) return -EINVAL;
+  const int rc = add_ah(p, gid, ah_p);
+  // Outside the device's lock: opening a peer's mailbox takes system calls.
+  if (rc == 0 && fabric_ != nullptr) {
+    Gid g;
+    std::memcpy(g.data(), gid, 16);
+    fabric_->prepare_peer(g);
+  }
+  return rc;
+}
+
+int DeviceImpl::add_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
   std::lock_guard<DeviceMutex> lock(mu_);
   auto* pd = live_as<EmuPd>(p);
   if (pd == nullptr) return -EINVAL;

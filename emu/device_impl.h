@@ -107,6 +107,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   int create_qp(const backend::QpInitAttr& attr, backend::Qp** qp_p) override;
   int destroy_qp(backend::Qp* qp) override;
   int create_ah(backend::Pd* pd, const uint8_t gid[16], backend::Ah** ah_p) override;
+  // create_ah's part under the lock: the AH itself.
+  int add_ah(backend::Pd* pd, const uint8_t gid[16], backend::Ah** ah_p);
   int destroy_ah(backend::Ah* ah) override;
   int create_comp_cntr(const backend::CompCntrInitAttr& attr, backend::CompCntr** cntr_p) override;
   int destroy_comp_cntr(backend::CompCntr* cntr) override;

@@ -261,6 +261,10 @@ class Fabric {
   virtual int attach(const Gid& gid, PacketSink* sink) = 0;
   // After detach returns, the sink is never called again.
   virtual void detach(const Gid& gid) = 0;
+  // An address handle to dst was made. A fabric that opens something per destination (a mailbox)
+  // may do it now, off the data path, as a NIC sets its address handles up when they are
+  // created. Best effort: a destination not there yet is opened at the first send.
+  virtual void prepare_peer(const Gid& dst) { (void)dst; }
   // 0, or -EHOSTUNREACH when nothing owns dst. `now_ns`: the caller's steady clock (an engine's
   // pass time; 0: a fabric that needs the time reads it).
   virtual int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) = 0;

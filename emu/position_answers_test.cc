@@ -106,13 +106,14 @@ TEST_F(PositionAnswers, SendsAndWritesAreAnsweredByTheMark) {
     ASSERT_EQ(rdma(EFA_IO_RDMA_WRITE, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK) << i;
     EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), 4096), 0);
   }
-  // The first answer is a packet: it opens B's way to A's mailbox, where A's wish is read. (A
-  // slow machine may see a timeout send a request again: its repeat is answered by the mark too.)
+  // The first answer too: B's address handle to A opened A's mailbox, where A's wish is read,
+  // when it was made. (A slow machine may see a timeout send a request again: its repeat is
+  // answered by the mark too.)
   const Stats sa = a.dev->stats(), sb = b.dev->stats();
-  EXPECT_EQ(sa.answered_by_position, 11u);
-  EXPECT_EQ(sb.position_answers, 11u + sa.retransmits);
-  EXPECT_EQ(sb.packets_tx, 1u);
-  EXPECT_EQ(sa.packets_rx, 1u);
+  EXPECT_EQ(sa.answered_by_position, 12u);
+  EXPECT_EQ(sb.position_answers, 12u + sa.retransmits);
+  EXPECT_EQ(sb.packets_tx, 0u);
+  EXPECT_EQ(sa.packets_rx, 0u);
 }
 
 // A read's data, an RNR and an error travel as packets; each request is answered once, either way.
@@ -121,7 +122,7 @@ TEST_F(PositionAnswers, ReadsRnrsAndErrorsAreAnsweredByPacket) {
   std::memset(b.at(8192), 0x5a, 4096);
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK);
   EXPECT_EQ(std::memcmp(a.at(4096), b.at(8192), 4096), 0);
-  ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK);  // B's way is open
+  ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 4096), EFA_IO_COMP_STATUS_OK);
   ASSERT_EQ(rdma(EFA_IO_RDMA_READ, 4096, 8192, 0), EFA_IO_COMP_STATUS_OK);  // no data, still a packet
   EXPECT_EQ(a.dev->stats().answered_by_position, 0u);
   EXPECT_EQ(b.dev->stats().packets_tx, 3u);
@@ -162,13 +163,14 @@ TEST_F(PositionAnswers, OffAnswersEveryRequestByPacket) {
 TEST_F(PositionAnswers, ARequesterThatStoppedPollingGetsPackets) {
   open();
   post_receives(3);
-  ASSERT_EQ(send(b.qkey), EFA_IO_COMP_STATUS_OK);  // by packet: B opens its way to A
   ASSERT_EQ(send(b.qkey), EFA_IO_COMP_STATUS_OK);
-  EXPECT_EQ(a.dev->stats().answered_by_position, 1u);
+  ASSERT_EQ(send(b.qkey), EFA_IO_COMP_STATUS_OK);
+  EXPECT_EQ(a.dev->stats().answered_by_position, 2u);
+  EXPECT_EQ(b.dev->stats().packets_tx, 0u);
   fa_->poll_rx_stop(a.dev->gid());  // what the engine thread says before it sleeps
   ASSERT_EQ(send(b.qkey), EFA_IO_COMP_STATUS_OK);
-  EXPECT_EQ(a.dev->stats().answered_by_position, 1u);
-  EXPECT_EQ(b.dev->stats().packets_tx, 2u);
+  EXPECT_EQ(a.dev->stats().answered_by_position, 2u);
+  EXPECT_EQ(b.dev->stats().packets_tx, 1u);
 }
 
 // With engine threads that go to sleep between requests, every request completes soon, answered

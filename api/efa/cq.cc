@@ -194,6 +194,10 @@ __attribute__((noinline)) size_t progress_into(EfaCq* cq, void* buf, size_t coun
                                                fi_addr_t* src) {
   EfaDomain* dom = cq->dom;
   dom->dev->progress(64);
+  // A waiting poller's usual finding, nothing to read and no internal CQ to drain, is told
+  // without the domain's lock (two locked instructions a poll). A CQE written meanwhile is
+  // found by the next read, as one written just after the locked look would be.
+  if (dom->internal_cqs.load(std::memory_order_relaxed) == 0 && !efa_cq_ready(&cq->poll)) return 0;
   SerialLock g(dom->lock, dom->app_serialized);
   for (EfaCq* other : dom->cqs)
     if (other->internal && efa_cq_ready(&other->poll)) cq_drain(other);
@@ -315,6 +319,7 @@ int cq_close(fid* f) {
     for (auto it = dom->cqs.begin(); it != dom->cqs.end(); ++it) {
       if (*it == cq) {
         dom->cqs.erase(it);
+        if (cq->internal) dom->internal_cqs.fetch_sub(1, std::memory_order_relaxed);
         watch_cq(cq, false);
         break;
       }
@@ -547,6 +552,7 @@ int cq_create_internal(EfaDomain* dom, EfaCq** cq_p) {
   {
     std::lock_guard<Lock> g(dom->lock);
     dom->cqs.push_back(cq);
+    dom->internal_cqs.fetch_add(1, std::memory_order_relaxed);
     watch_cq(cq, true);
   }
   *cq_p = cq;

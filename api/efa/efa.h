@@ -189,6 +189,8 @@ struct EfaDomain {
   std::unordered_map<uint32_t, EfaEp*> ep_of_qpn;
   EfaEp* last_ep = nullptr;
   std::vector<EfaCq*> cqs;    // host-polled CQs
+  // How many of them are internal (EfaCq::internal); changed under `lock` with `cqs`.
+  std::atomic<uint32_t> internal_cqs{0};
   std::vector<EfaEp*> proto_eps;  // enabled endpoints of a protocol domain (their progress)
   std::vector<EfaMr*> mrs;        // a protocol domain's MRs (the targets' key tables)
   std::map<std::vector<uint8_t>, std::pair<backend::Ah*, int>> ahs;  // GID -> AH, users

@@ -176,6 +176,7 @@ int ShmFabric::attach(const Gid& gid, PacketSink* sink) {
   }
   l->mb = static_cast<Mailbox*>(m);
   l->map_len = len;
+  populate_hot_pages(m, len, hot_ring_bytes());
   Mailbox* mb = l->mb;
   mb->magic = kMagic;
   mb->version = kVersion;
@@ -311,6 +312,7 @@ int ShmFabric::open_peer(const Gid& dst, Peer** peer_p) {
   const uint64_t cap = mb->capacity;
   if (cap == 0 || cap + kRingOffset > peer->map_len || (cap & (cap - 1)) != 0) return -EHOSTUNREACH;
   peer->capacity = cap;
+  populate_hot_pages(m, peer->map_len, hot_ring_bytes());
   peer->light_publish = shm_fences().registered && mb->consumer_fences.load(std::memory_order_relaxed) == 1;
   if (!peer_alive(peer.get(), true, 0)) {
     drop_peer(dst, peer.get());  // not in the table: only its file goes
@@ -349,6 +351,18 @@ void ShmFabric::drop_peer(const Gid& dst, Peer* p) {
   std::unique_lock<std::shared_mutex> lock(peers_mu_);
   auto it = peers_.find(dst);
   if (it != peers_.end() && it->second.get() == p) retire_peer_locked(it);
+}
+
+void ShmFabric::prepare_peer(const Gid& dst) {
+  if ((local_bits_.load(std::memory_order_acquire) & gid_bit(dst)) != 0) {
+    std::lock_guard<std::mutex> lock(locals_mu_);
+    if (locals_.count(dst) != 0) return;  // delivered within the process: no mailbox
+  }
+  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
+  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);  // as a send (open_peer)
+  Peer* peer = nullptr;
+  (void)open_peer(dst, &peer);
+  stripe.in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
@@ -721,6 +735,7 @@ ShmFabricStats ShmFabric::stats() const {
   };
   for (const auto& kv : peers_) {
     add_tx(*kv.second);
+    ++s.open_peers;
     if (kv.second->light_publish) ++s.light_peers;
   }
   for (const auto& p : retired_peers_) add_tx(*p);

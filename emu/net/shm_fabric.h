@@ -103,6 +103,7 @@ struct ShmFabricStats {
   // The receive threads' sleeps, and the fences they issued first (ShmFences: producers of
   // registered processes then publish with release stores).
   uint64_t rx_sleeps, rx_fences;
+  uint64_t open_peers;   // mailboxes of other processes' devices this fabric has open
   uint64_t light_peers;  // open peers this fabric publishes to with release stores
 };
 
@@ -114,6 +115,8 @@ class ShmFabric : public Fabric {
 
   int attach(const Gid& gid, PacketSink* sink) override;
   void detach(const Gid& gid) override;
+  // Opens dst's mailbox (and maps its hot pages) unless dst is attached here.
+  void prepare_peer(const Gid& dst) override;
   // `now_ns` is the time of the write (unserved(), peer_stalled()) and of the liveness check.
   int send(const Gid& dst, Packet&& pkt, uint64_t now_ns = 0) override;
   // The mark is the mailbox position just past the packet's last fragment.
@@ -172,6 +175,10 @@ class ShmFabric : public Fabric {
   // The open peer dst when its hint does not name it: from the table, else its mailbox file. The
   // pointer stays valid while the caller is in flight (tx_stripes_).
   int open_peer(const Gid& dst, Peer** peer_p);
+  // The ring bytes small messages keep to, mapped when a mailbox is made or opened
+  // (populate_hot_pages): up to the recycle point, and a page for the record that crosses it.
+  // Larger records reach further and fault their pages in, once, as before.
+  size_t hot_ring_bytes() const { return size_t{opt_.recycle_bytes} + 4096; }
   // 1: delivered to a device of this fabric object; 0: not attached here.
   int send_local(const Gid& dst, Packet* pkt);
   // Through the mailbox of dst, found again if its owner reopened it; *mark as send_marked.

@@ -138,6 +138,53 @@ TEST(ShmFabric, LightTrafficKeepsToTheRingsFirstPages) {
   EXPECT_EQ(b->stats().malformed, 0u);
 }
 
+// A mailbox holds the pages small messages use from its start (header, ring up to the recycle
+// point, and the page past it), so that a job's first messages take no page faults there; the
+// rest of the ring is left to the traffic that reaches it.
+TEST(ShmFabric, AMailboxHoldsTheRingsFirstPagesFromTheStart) {
+  ShmFabricOptions o = opts("hot");
+  o.ring_bytes = 4u << 20;
+  o.base_dir = "/dev/shm";  // tmpfs: a page holds memory only once written (or populated)
+  std::shared_ptr<ShmFabric> a;
+  TestSink sa;
+  ASSERT_EQ(ShmFabric::create(o, &a), 0);
+  ASSERT_EQ(a->attach(gid_of(1), &sa), 0);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t hot = 1 + (o.recycle_bytes + page) / page;
+  const size_t pages = resident_pages(a->dir() + "/fe800000000000000274000000000001");
+  // A kernel before 5.14 has no MADV_POPULATE_WRITE (EINVAL): the pages fault in as they come.
+  void* scratch = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(scratch, MAP_FAILED);
+  const bool populates = madvise(scratch, page, MADV_POPULATE_WRITE) == 0;
+  munmap(scratch, page);
+  if (!populates) GTEST_SKIP() << "this kernel does not populate ranges (MADV_POPULATE_WRITE)";
+  EXPECT_EQ(pages, hot);
+}
+
+// An address handle made to a device of another process opens that device's mailbox then (as a
+// NIC sets up an address handle when it is created), not at the first send: the first message
+// of a job costs no file open and mapping on its way. Devices of this process, and devices not
+// there yet, open nothing.
+TEST(ShmFabric, PreparingAPeerOpensItsMailboxBeforeTheFirstSend) {
+  std::shared_ptr<ShmFabric> a, b;
+  TestSink sa, sb, sc;
+  open_two(opts("prepare"), &a, 1, &sa, &b, 2, &sb);
+  ASSERT_EQ(a->attach(gid_of(3), &sc), 0);
+  EXPECT_EQ(a->stats().open_peers, 0u);
+  a->prepare_peer(gid_of(3));  // attached to the same fabric object: delivered without a mailbox
+  a->prepare_peer(gid_of(9));  // nobody owns it: opened, if ever, at a send
+  EXPECT_EQ(a->stats().open_peers, 0u);
+  a->prepare_peer(gid_of(2));
+  EXPECT_EQ(a->stats().open_peers, 1u);
+  a->prepare_peer(gid_of(2));
+  EXPECT_EQ(a->stats().open_peers, 1u);
+  ASSERT_EQ(a->send(gid_of(2), make_packet(gid_of(1), 1, 64)), 0);
+  ASSERT_EQ(sb.wait_for(1, 10000), 1u);
+  EXPECT_EQ(a->stats().open_peers, 1u);
+  EXPECT_EQ(a->stats().reopened, 0u);
+  a->detach(gid_of(3));
+}
+
 bool exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;

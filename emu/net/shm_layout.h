@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -73,6 +74,21 @@ constexpr uint64_t kCrossProcessSlackNs = 2 * clock::kSlackNs;
 // what this process can do). Returns 0, or -1 with errno.
 inline int fence_registered_processes() {
   return static_cast<int>(syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0));
+}
+
+// Maps the pages every small message uses, the header and the ring up to past the recycle point
+// (senders go back to the ring's start there once it was emptied), so that the first messages do
+// not take a page fault at every page they reach, on either side. Best effort: a kernel without
+// MADV_POPULATE_WRITE (before 5.14) faults them in as they come.
+inline void populate_hot_pages(void* mb, size_t map_len, size_t hot_ring_bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const size_t len = std::min(map_len, kRingOffset + hot_ring_bytes);
+  (void)madvise(mb, len, MADV_POPULATE_WRITE);
+#else
+  (void)mb;
+  (void)map_len;
+  (void)hot_ring_bytes;
+#endif
 }
 
 inline bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
