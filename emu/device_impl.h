@@ -492,6 +492,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // Released by publish_writes() (a read-modify-write, so that every caller's release stays in
   // the sequence), acquired by a pass that sees a doorbell change.
   std::atomic<uint64_t> published_writes_{0};
+  // Set by the engine thread after each of its sleeps, without the lock; taken by the next pass.
+  std::atomic<bool> full_scan_due_{false};
   std::atomic<uint64_t> caller_calls_{0};  // progress() calls: how often callers drive (engine_loop)
   // Live CQs in external memory: device code polls them without calling in, so the engine
   // thread must not sleep deep or park long while one exists.

@@ -63,6 +63,12 @@ void DoorbellPage::mark_hot(uint32_t index, uint64_t pass) {
 }
 
 void DeviceImpl::scan_doorbells(int* work) {
+  // The engine thread slept since the last full comparison (engine_loop). A request made while
+  // this pass clears the flag is met by the scan below, which comes after.
+  if (full_scan_due_.load(std::memory_order_relaxed)) {
+    full_scan_due_.store(false, std::memory_order_relaxed);
+    db_.request_full_scan();
+  }
   db_.scan(pass_, [&](uint32_t index, uint32_t value) { on_doorbell(index, value, work); });
 }
 

@@ -6,7 +6,7 @@
 // fixed-size round-robin chunk of the whole page, so the cost of a pass does not grow with idle
 // QPs; a doorbell of an idle QP is noticed within ceil(words / kScanChunk) passes. A page of
 // at most kScanChunk words is compared whole every pass. After the engine slept, the whole page
-// is compared once (request_full_scan).
+// is compared once (request_full_scan, from the next pass's scan_doorbells).
 //
 // Internal to emu/. Guarded by the device's mu_, except the words themselves and unchanged()
 // (which reads the shadow and the page's extent with atomic loads; they change with atomic

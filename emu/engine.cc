@@ -511,11 +511,11 @@ void DeviceImpl::engine_loop() {
       sleeping_.store(false, std::memory_order_relaxed);
       wake_ = false;
     }
-    {
-      std::lock_guard<DeviceMutex> lock(mu_);
-      bump(kIdleSleeps);
-      db_.request_full_scan();
-    }
+    // The next pass, whoever runs it, compares every doorbell (scan_doorbells). Not under the
+    // device's lock: a caller that drives meanwhile holds it through most of its time, and one
+    // that had to wake this thread at its unlock would pay a futex call on its message's path.
+    count_engine(kIdleSleeps);
+    full_scan_due_.store(true, std::memory_order_relaxed);
     if (woken) {
       idle_since = now_ns();
       sleep_us = 1;
