@@ -9,6 +9,9 @@
 //    target's own program on both sides. fi_pingpong times its first iterations too, where the
 //    emulator's queues and mailboxes still fault in their pages; it runs N and N/10 times and
 //    the steady-state latency is the slope between the two (shm is measured the same way);
+//  - fi_pingpong on both as a user first runs it, with its defaults (10 round trips at each
+//    size up to the smaller of the two fabrics' largest messages, timed from the first): the
+//    per-size medians and the ratio of the medians of all sizes' round trips together;
 //  - 16 processes all-to-all (64 B messages/s), 1,000 QPs on one device (latency vs one QP),
 //    the CPU an idle device costs (getrusage over a few seconds), and the CPU the device's own
 //    threads (engine, mailbox receive) take while the application drives it in the ping-pong.
@@ -37,10 +40,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -463,12 +469,13 @@ struct PpResult {
 // Debian's fi_pingpong at one size, on Debian's libfabric, or with `env` on another (the
 // project's library: LD_LIBRARY_PATH and the emulator's settings); usec/xfer and MB/sec from its
 // table.
-PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
-                     const std::vector<std::string>& env = {}) {
-  PpResult r;
+// The client's table of a fi_pingpong server and client pair with `args` (after `-p prov -e
+// rdm`); empty when a side failed.
+std::string run_fi_pingpong(const std::string& prov, const std::vector<std::string>& args,
+                            const std::vector<std::string>& env) {
   std::string port = std::to_string(next_port());
-  std::vector<std::string> common = {"fi_pingpong", "-p", prov, "-e", "rdm", "-S", std::to_string(size),
-                                     "-I", std::to_string(iters)};
+  std::vector<std::string> common = {"fi_pingpong", "-p", prov, "-e", "rdm"};
+  common.insert(common.end(), args.begin(), args.end());
   std::vector<std::string> sv = common, cl = common;
   sv.insert(sv.end(), {"-B", port});
   cl.insert(cl.end(), {"-P", port, "127.0.0.1"});
@@ -480,7 +487,14 @@ PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
   bool ok = true;
   std::string out = finish(c, 60, &ok);
   finish(s, 10, &ok);
-  if (!ok) return r;
+  return ok ? out : std::string();
+}
+
+PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
+                     const std::vector<std::string>& env = {}) {
+  PpResult r;
+  const std::string out = run_fi_pingpong(prov, {"-S", std::to_string(size), "-I", std::to_string(iters)}, env);
+  if (out.empty()) return r;
   // Last line: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
   size_t nl = out.find_last_of('\n', out.size() >= 2 ? out.size() - 2 : 0);
   std::string last = out.substr(nl == std::string::npos ? 0 : nl + 1);
@@ -491,6 +505,25 @@ PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
     r.bw_mbs = mbs;
   }
   return r;
+}
+
+// fi_pingpong as a user first runs it, with neither a size nor a count: 10 round trips at each
+// size up to the fabric's largest message, each timed from its first. One-way usec/xfer by the
+// size's label ("64", "1k", ...); empty when a run failed.
+std::map<std::string, double> fi_pingpong_default(const std::string& prov, const std::vector<std::string>& env = {}) {
+  std::map<std::string, double> by_size;
+  std::istringstream lines(run_fi_pingpong(prov, {}, env));
+  std::string line;
+  while (std::getline(lines, line)) {
+    // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+    char size[32], b1[32], b2[32], b3[32], b4[32];
+    double mbs, us;
+    if (std::sscanf(line.c_str(), "%31s %31s %31s %31s %31s %lf %lf", size, b1, b2, b3, b4, &mbs, &us) == 7 &&
+        std::isdigit(static_cast<unsigned char>(size[0]))) {
+      by_size[size] = us;
+    }
+  }
+  return by_size;
 }
 
 // One-way 64 B latency of fi_pingpong in its steady state: runs of `iters` and `iters` / 10
@@ -601,6 +634,26 @@ int driver_main(bool quick) {
     shm_steady.push_back(fi_pingpong_steady("shm", pp_iters));
     ours_steady.push_back(ours.empty() ? -1 : fi_pingpong_steady("efa", pp_iters, ours));
   }
+  // fi_pingpong with its defaults: what its first round trips cost, at the sizes both run.
+  const int first_runs = quick ? 1 : 5;
+  std::map<std::string, std::vector<double>> shm_first, ours_first;
+  std::vector<double> shm_first_total, ours_first_total;
+  for (int r = 0; r < first_runs && !ours.empty(); ++r) {
+    const std::map<std::string, double> a = fi_pingpong_default("shm"), b = fi_pingpong_default("efa", ours);
+    double ta = 0, tb = 0;
+    for (const auto& kv : b) {
+      auto it = a.find(kv.first);
+      if (it == a.end()) continue;
+      shm_first[kv.first].push_back(it->second);
+      ours_first[kv.first].push_back(kv.second);
+      ta += it->second * 20;  // usec/xfer is one-way: 10 round trips are 20 of it
+      tb += kv.second * 20;
+    }
+    if (tb > 0) {
+      shm_first_total.push_back(ta);
+      ours_first_total.push_back(tb);
+    }
+  }
   if (have_dir) {
     unlink((std::string(libdir) + "/libfabric.so.1").c_str());
     rmdir(libdir);
@@ -656,8 +709,27 @@ int driver_main(bool quick) {
     std::printf("per run: fi_pingpong steady state, shm %s us; efa on xpufab %s us\n",
                 joined(shm_steady).c_str(), joined(ours_steady).c_str());
   }
+  if (!ours_first_total.empty()) {
+    std::printf("\nfi_pingpong with its defaults (10 round trips a size, timed from the first), median of %d runs:\n",
+                first_runs);
+    std::printf("%-10s %10s %10s\n", "size", "shm us", "efa us");
+    // By size, smallest first (the labels are 64, 256, 1k, 4k, ...).
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& kv : ours_first) {
+      const char unit = kv.first.back();
+      order.push_back({std::atof(kv.first.c_str()) * (unit == 'k' ? 1024.0 : unit == 'm' ? 1048576.0 : 1.0), kv.first});
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& o : order) {
+      std::printf("%-10s %10.2f %10.2f\n", o.second.c_str(), median(shm_first[o.second]), median(ours_first[o.second]));
+    }
+    std::printf("per run: all sizes' round trips, shm %s us; efa on xpufab %s us\n", joined(shm_first_total).c_str(),
+                joined(ours_first_total).c_str());
+  }
   std::printf("\n");
   ratio_row("fi_pingpong efa / shm, 64 B, steady state", lowest(ours_steady), lowest(shm_steady), 1.5, true);
+  ratio_row("fi_pingpong defaults efa / shm, all sizes", ours_first_total.empty() ? -1 : median(ours_first_total),
+            shm_first_total.empty() ? -1 : median(shm_first_total), 1.5, true);
   ratio_row("emu / shm latency, 64 B", emu_lat, shm64.lat_us, 1.5, true);
   ratio_row("emu / tcp latency, 64 B", emu_lat, tcp64.lat_us, 0.3, true);
   ratio_row("emu / shm bandwidth, 1 MiB", emu_bw, shm1m.bw_mbs, 0.8, false);
