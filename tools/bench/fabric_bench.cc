@@ -466,11 +466,9 @@ struct PpResult {
   double lat_us = -1, bw_mbs = -1;
 };
 
-// Debian's fi_pingpong at one size, on Debian's libfabric, or with `env` on another (the
-// project's library: LD_LIBRARY_PATH and the emulator's settings); usec/xfer and MB/sec from its
-// table.
-// The client's table of a fi_pingpong server and client pair with `args` (after `-p prov -e
-// rdm`); empty when a side failed.
+// The client's table of a Debian fi_pingpong server and client pair with `args` (after `-p prov
+// -e rdm`), on Debian's libfabric, or with `env` on another (the project's library:
+// LD_LIBRARY_PATH and the emulator's settings); empty when a side failed.
 std::string run_fi_pingpong(const std::string& prov, const std::vector<std::string>& args,
                             const std::vector<std::string>& env) {
   std::string port = std::to_string(next_port());
@@ -490,6 +488,7 @@ std::string run_fi_pingpong(const std::string& prov, const std::vector<std::stri
   return ok ? out : std::string();
 }
 
+// fi_pingpong at one size and count: usec/xfer and MB/sec from its table.
 PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
                      const std::vector<std::string>& env = {}) {
   PpResult r;
