@@ -178,6 +178,8 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   void note_caller(uint64_t now);
   // Without mu_: true when a pass at `now` would find nothing to do (see the top of this file).
   bool idle_at(uint64_t now);
+  // The engine thread's first idle sleep (engine_loop).
+  uint32_t first_sleep_us() const;
   // At the end of a pass: marks the device idle if the pass left nothing pending.
   void mark_quiet();
   // Trace points cost one test of trace_ when tracing is off.

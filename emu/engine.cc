@@ -73,6 +73,7 @@ void flip_bit(Packet* p, uint32_t bit) {
 
 constexpr uint64_t kDeepIdleNs = 1000000000;  // idle this long: sleeps may grow 4x longer
 constexpr uint64_t kQuietMaxNs = 50000;        // the longest a pass vouches for an idle device
+constexpr uint32_t kFirstHostSleepUs = 64;     // first_sleep_us() without device-polled CQs
 
 }  // namespace
 
@@ -389,11 +390,20 @@ void DeviceImpl::kick() {
   wake_cv_.notify_one();
 }
 
+// The first idle sleep after the spin that follows work. Host callers drive the device and
+// deliveries wake a sleeping engine, so what waits for its next wakeup is mostly timers; a
+// short first sleep would only add wakeups (each a preemption of a busy rank on a machine with
+// fewer cores than busy threads) in the moments a program stops and starts polling. Device code
+// that polls an external-memory CQ rings doorbells without a word: there the sleeps start short.
+uint32_t DeviceImpl::first_sleep_us() const {
+  return ext_cqs_.load(std::memory_order_relaxed) != 0 ? 1u : std::min(kFirstHostSleepUs, std::max(opt_.idle_sleep_max_us, 1u));
+}
+
 void DeviceImpl::engine_loop() {
   // Named for top(1), perf and the benches that account its CPU apart from the caller's.
   pthread_setname_np(pthread_self(), "efa-engine");
   uint64_t idle_since = now_ns();
-  uint32_t sleep_us = 1;
+  uint32_t sleep_us = first_sleep_us();
   uint32_t spins = 0;
   // How long the next park lasts: park_us after the engine thread ran, doubling up to
   // park_max_us while the callers keep driving. A park that times out is renewed (and doubled)
@@ -461,7 +471,7 @@ void DeviceImpl::engine_loop() {
     }
     if (n > 0) {
       idle_since = t;
-      sleep_us = 1;
+      sleep_us = first_sleep_us();
       active = true;
       continue;
     }
@@ -518,7 +528,7 @@ void DeviceImpl::engine_loop() {
     full_scan_due_.store(true, std::memory_order_relaxed);
     if (woken) {
       idle_since = now_ns();
-      sleep_us = 1;
+      sleep_us = first_sleep_us();
     } else {
       // A device idle for a second sleeps up to four times longer: it costs a wakeup (a few
       // tens of microseconds of a virtual machine's core) per sleep, and what is driven from
