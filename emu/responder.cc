@@ -178,8 +178,8 @@ void DeviceImpl::handle_request(Packet& pkt, EmuQp* qp) {
       if (d.action == FaultAction::kFail) resp.status = d.status;
     }
     // Ran as asked, for a requester that reads this end's executed mark: the mark moving past
-    // its request at this pass's end answers it (end_pass). A read is answered with its data,
-    // even none.
+    // its request at this pass's end answers it (step_locked, after end_pass). A read is
+    // answered with its data, even none.
     if (positions_ && pkt.position_seen && pkt.op != EFA_IO_RDMA_READ && resp.status == EFA_IO_COMP_STATUS_OK &&
         resp.payload.empty() && resp.ref.pid == 0 && !resp.copy_refused &&
         fabric_->takes_position_answers(gid_, pkt.src)) {

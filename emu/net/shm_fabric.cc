@@ -358,11 +358,9 @@ void ShmFabric::prepare_peer(const Gid& dst) {
     std::lock_guard<std::mutex> lock(locals_mu_);
     if (locals_.count(dst) != 0) return;  // delivered within the process: no mailbox
   }
-  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
-  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);  // as a send (open_peer)
+  InFlight in_flight(this);  // as a send (open_peer)
   Peer* peer = nullptr;
   (void)open_peer(dst, &peer);
-  stripe.in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 int ShmFabric::send_local(const Gid& dst, Packet* pkt) {
@@ -404,18 +402,18 @@ int ShmFabric::send_copy(const Gid& dst, const Packet& pkt, uint64_t* mark, uint
 }
 
 int ShmFabric::send_to_mailbox(const Gid& dst, const Packet& pkt, uint64_t* mark, uint64_t now) {
-  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
-  // Before any peer is looked up: pairs with reclaim_peers()'s scan of the stripes.
-  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);
-  bool closed = false;
-  int rc = send_remote(dst, pkt, &closed, mark, now);
-  if (closed) {
-    // The owner detached; a device that came back under this GID has a new mailbox.
-    st_[kReopened].fetch_add(1, std::memory_order_relaxed);
+  int rc;
+  {
+    InFlight in_flight(this);
+    bool closed = false;
     rc = send_remote(dst, pkt, &closed, mark, now);
-    if (closed) rc = -EHOSTUNREACH;
+    if (closed) {
+      // The owner detached; a device that came back under this GID has a new mailbox.
+      st_[kReopened].fetch_add(1, std::memory_order_relaxed);
+      rc = send_remote(dst, pkt, &closed, mark, now);
+      if (closed) rc = -EHOSTUNREACH;
+    }
   }
-  stripe.in_flight.fetch_sub(1, std::memory_order_release);
   if (rc != 0) *mark = 0;
   if (retired_count_.load(std::memory_order_relaxed) != 0) reclaim_peers();
   return rc;
@@ -620,20 +618,13 @@ bool ShmFabric::rx_pending(const Gid& gid) {
 
 template <typename F>
 auto ShmFabric::with_open_peer(const Gid& dst, F f) -> decltype(f(static_cast<const Peer*>(nullptr))) {
-  TxStripe& stripe = tx_stripes_[my_tx_stripe(kTxStripes)];
-  stripe.in_flight.fetch_add(1, std::memory_order_seq_cst);  // as a send: the peer stays mapped
+  InFlight in_flight(this);  // as a send: the peer stays mapped
   const Peer* peer = tx_hint(dst).load(std::memory_order_seq_cst);
-  decltype(f(peer)) r;
-  if (peer != nullptr && same_gid(peer->gid, dst)) {
-    r = f(peer);
-  } else {
-    // Another peer holds the hint's slot (there are few slots): the table knows.
-    std::shared_lock<std::shared_mutex> lock(peers_mu_);
-    auto it = peers_.find(dst);
-    r = f(it != peers_.end() ? it->second.get() : nullptr);
-  }
-  stripe.in_flight.fetch_sub(1, std::memory_order_release);
-  return r;
+  if (peer != nullptr && same_gid(peer->gid, dst)) return f(peer);
+  // Another peer holds the hint's slot (there are few slots): the table knows.
+  std::shared_lock<std::shared_mutex> lock(peers_mu_);
+  auto it = peers_.find(dst);
+  return f(it != peers_.end() ? it->second.get() : nullptr);
 }
 
 bool ShmFabric::takes_position_answers(const Gid& gid, const Gid& requester) {

@@ -224,6 +224,8 @@ class ShmFabric : public Fabric {
   struct alignas(64) TxStripe {
     std::atomic<uint32_t> in_flight{0};
   };
+  // The calling thread in flight on its stripe for the guard's lifetime (shm_layout.h).
+  class InFlight;
   // The hint slot of dst.
   std::atomic<Peer*>& tx_hint(const Gid& dst);
   // Takes p out of the table and the hints; it is freed after a grace period. Caller holds

@@ -217,6 +217,21 @@ struct ShmFabric::Mailbox {
 };
 static_assert(sizeof(ShmFabric::Mailbox) <= shm_internal::kRingOffset, "mailbox header fits its page");
 
+// Taken before any peer is looked up without peers_mu_: pairs with reclaim_peers()'s scan of
+// the stripes, so a peer found meanwhile stays mapped until the guard goes.
+class ShmFabric::InFlight {
+ public:
+  explicit InFlight(ShmFabric* f) : stripe_(f->tx_stripes_[shm_internal::my_tx_stripe(kTxStripes)]) {
+    stripe_.in_flight.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~InFlight() { stripe_.in_flight.fetch_sub(1, std::memory_order_release); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  TxStripe& stripe_;
+};
+
 struct ShmFabric::Local {
   Gid gid;
   PacketSink* sink = nullptr;

@@ -488,40 +488,46 @@ std::string run_fi_pingpong(const std::string& prov, const std::vector<std::stri
   return ok ? out : std::string();
 }
 
+// The rows of a fi_pingpong table (bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec),
+// in its order: the size's label ("64", "1k", ...), MB/sec and usec/xfer (one-way).
+struct PpRow {
+  std::string size;
+  double mbs, us;
+};
+std::vector<PpRow> pingpong_rows(const std::string& table) {
+  std::vector<PpRow> rows;
+  std::istringstream lines(table);
+  std::string line;
+  while (std::getline(lines, line)) {
+    char size[32], b1[32], b2[32], b3[32], b4[32];
+    double mbs, us;
+    if (std::sscanf(line.c_str(), "%31s %31s %31s %31s %31s %lf %lf", size, b1, b2, b3, b4, &mbs, &us) == 7 &&
+        std::isdigit(static_cast<unsigned char>(size[0]))) {
+      rows.push_back({size, mbs, us});
+    }
+  }
+  return rows;
+}
+
 // fi_pingpong at one size and count: usec/xfer and MB/sec from its table.
 PpResult fi_pingpong(const std::string& prov, size_t size, int iters,
                      const std::vector<std::string>& env = {}) {
   PpResult r;
-  const std::string out = run_fi_pingpong(prov, {"-S", std::to_string(size), "-I", std::to_string(iters)}, env);
-  if (out.empty()) return r;
-  // Last line: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
-  size_t nl = out.find_last_of('\n', out.size() >= 2 ? out.size() - 2 : 0);
-  std::string last = out.substr(nl == std::string::npos ? 0 : nl + 1);
-  char b0[32], b1[32], b2[32], b3[32], b4[32];
-  double mbs, us;
-  if (std::sscanf(last.c_str(), "%31s %31s %31s %31s %31s %lf %lf", b0, b1, b2, b3, b4, &mbs, &us) == 7) {
-    r.lat_us = us;
-    r.bw_mbs = mbs;
+  const std::vector<PpRow> rows =
+      pingpong_rows(run_fi_pingpong(prov, {"-S", std::to_string(size), "-I", std::to_string(iters)}, env));
+  if (!rows.empty()) {
+    r.lat_us = rows.back().us;
+    r.bw_mbs = rows.back().mbs;
   }
   return r;
 }
 
 // fi_pingpong as a user first runs it, with neither a size nor a count: 10 round trips at each
 // size up to the fabric's largest message, each timed from its first. One-way usec/xfer by the
-// size's label ("64", "1k", ...); empty when a run failed.
+// size's label; empty when a run failed.
 std::map<std::string, double> fi_pingpong_default(const std::string& prov, const std::vector<std::string>& env = {}) {
   std::map<std::string, double> by_size;
-  std::istringstream lines(run_fi_pingpong(prov, {}, env));
-  std::string line;
-  while (std::getline(lines, line)) {
-    // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
-    char size[32], b1[32], b2[32], b3[32], b4[32];
-    double mbs, us;
-    if (std::sscanf(line.c_str(), "%31s %31s %31s %31s %31s %lf %lf", size, b1, b2, b3, b4, &mbs, &us) == 7 &&
-        std::isdigit(static_cast<unsigned char>(size[0]))) {
-      by_size[size] = us;
-    }
-  }
+  for (const PpRow& row : pingpong_rows(run_fi_pingpong(prov, {}, env))) by_size[row.size] = row.us;
   return by_size;
 }
 
