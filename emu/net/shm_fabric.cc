@@ -639,9 +639,7 @@ bool ShmFabric::takes_position_answers(const Gid& gid, const Gid& requester) {
   });
 }
 
-ShmFabric::Local* ShmFabric::local_of(const Gid& gid) {
-  Local* lp = rx_hint_.load(std::memory_order_acquire);
-  if (lp != nullptr && same_gid(lp->gid, gid)) return lp;
+ShmFabric::Local* ShmFabric::local_from_table(const Gid& gid) {
   std::lock_guard<std::mutex> lock(locals_mu_);
   auto it = locals_.find(gid);
   if (it == locals_.end()) return nullptr;

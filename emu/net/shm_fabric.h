@@ -234,8 +234,9 @@ class ShmFabric : public Fabric {
   // Frees retired peers when no sender can still hold one; the caller is not in flight.
   void reclaim_peers();
   // The local of `gid`: the hint's (rx_hint_), else from the table, which the hint then names
-  // (null when not attached).
-  Local* local_of(const Gid& gid);
+  // (null when not attached). Inline (shm_layout.h): the engine asks several times a message.
+  inline Local* local_of(const Gid& gid);
+  Local* local_from_table(const Gid& gid);
   // f(the open peer dst, or null), with the peer kept mapped meanwhile (as a send keeps it).
   template <typename F>
   auto with_open_peer(const Gid& dst, F f) -> decltype(f(static_cast<const Peer*>(nullptr)));

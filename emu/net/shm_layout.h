@@ -6,6 +6,7 @@
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -156,11 +157,13 @@ inline uint64_t gid_hash(const Gid& g) {
 
 inline uint64_t gid_bit(const Gid& g) { return uint64_t{1} << (gid_hash(g) >> 58); }
 
-// Threads spread over the stripes so that two sending threads rarely share a counter's line.
+// The stripe of the CPU the thread runs on: threads that send at the same time run on different
+// CPUs, so they rarely share a counter's line, and the CPU number is a read of the thread's
+// rseq area (glibc 2.35+), where a thread_local in a shared library is a __tls_get_addr call.
+// A thread that moves to another CPU meanwhile leaves from the stripe it entered (InFlight).
 inline int my_tx_stripe(int stripes) {
-  static std::atomic<uint32_t> next{0};
-  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % stripes);
-  return stripe;
+  const int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : cpu % stripes;
 }
 
 inline bool same_gid(const Gid& x, const Gid& y) {
@@ -262,6 +265,12 @@ struct ShmFabric::Local {
   std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
   std::atomic<uint64_t> rx_sleeps{0}, rx_fences{0};                            // the same
 };
+
+inline ShmFabric::Local* ShmFabric::local_of(const Gid& gid) {
+  Local* lp = rx_hint_.load(std::memory_order_acquire);
+  if (lp != nullptr && shm_internal::same_gid(lp->gid, gid)) return lp;
+  return local_from_table(gid);
+}
 
 struct ShmFabric::Peer {
   Gid gid{};
