@@ -73,7 +73,6 @@ void flip_bit(Packet* p, uint32_t bit) {
 
 constexpr uint64_t kDeepIdleNs = 1000000000;  // idle this long: sleeps may grow 4x longer
 constexpr uint64_t kQuietMaxNs = 50000;        // the longest a pass vouches for an idle device
-constexpr uint32_t kFirstHostSleepUs = 64;     // first_sleep_us() without device-polled CQs
 
 }  // namespace
 
@@ -390,13 +389,12 @@ void DeviceImpl::kick() {
   wake_cv_.notify_one();
 }
 
-// The first idle sleep after the spin that follows work. Host callers drive the device and
-// deliveries wake a sleeping engine, so what waits for its next wakeup is mostly timers; a
-// short first sleep would only add wakeups (each a preemption of a busy rank on a machine with
-// fewer cores than busy threads) in the moments a program stops and starts polling. Device code
-// that polls an external-memory CQ rings doorbells without a word: there the sleeps start short.
+// The first idle sleep after work. Host callers drive the device, and deliveries, kicks and
+// armed CQs wake a sleeping engine, so only timers wait for a timed wakeup: the sleeps start at
+// their cap. Device code that polls an external-memory CQ rings doorbells without a word: there
+// sleeps start at 1 us (and the thread spins after work first, engine_loop).
 uint32_t DeviceImpl::first_sleep_us() const {
-  return ext_cqs_.load(std::memory_order_relaxed) != 0 ? 1u : std::min(kFirstHostSleepUs, std::max(opt_.idle_sleep_max_us, 1u));
+  return ext_cqs_.load(std::memory_order_relaxed) != 0 ? 1u : std::max(opt_.idle_sleep_max_us, 1u);
 }
 
 void DeviceImpl::engine_loop() {
@@ -475,9 +473,18 @@ void DeviceImpl::engine_loop() {
       active = true;
       continue;
     }
-    // Spin for a while after the last work, offering the CPU to other runnable threads (the
-    // peer device, the application) every few passes, then sleep.
-    if (t - idle_since < uint64_t{opt_.idle_spin_us} * 1000) {
+    // Where device code polls an external-memory CQ, spin for a while after the last work,
+    // offering the CPU to other runnable threads (the peer device, the application) every few
+    // passes, then sleep. Elsewhere sleep at once: on a machine with fewer cores than busy
+    // threads, a helper that runs (or wakes every few hundred microseconds) on the core an
+    // application thread left costs far more than its own time. The kernel places a woken
+    // application thread behind a busy one when the other core is taken at that moment, and
+    // pulls it over to a core that went idle only when that core's recent idle stretches were
+    // longer than the migration cost (0.5 ms): Debian's fi_pingpong, whose thread its TCP sync
+    // wakes between sizes, then waited a whole tick (4 ms at HZ=250) behind its peer's poller in
+    // one size of six, where a spin after every takeover and short first sleeps kept that core
+    // busy.
+    if (ext_cqs_.load(std::memory_order_relaxed) != 0 && t - idle_since < uint64_t{opt_.idle_spin_us} * 1000) {
       if ((++spins & 15) == 0) {
         std::this_thread::yield();
       } else {

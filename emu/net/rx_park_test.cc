@@ -63,6 +63,28 @@ TEST(RxPark, WokenParksStartShortAndALargerBoundGrowsFurther) {
   }
 }
 
+// Where an engine thread covers the wire (set_first), a run of parks starts long: at the start,
+// after a woken park and after a lapse. The recent-poll window stays park_ns.
+TEST(RxPark, ASetFirstParkStartsEachRunLong) {
+  RxPark p(200 * kUs, 4000 * kUs);
+  p.set_first(4000 * kUs);
+  uint64_t now = kT0;
+  EXPECT_EQ(p.next(now, now - 300 * kUs, false), 0u);  // not within park_ns
+  EXPECT_EQ(p.next(now, now, false), 4000 * kUs);
+  p.ended(false, 256000 * kUs);
+  EXPECT_EQ(p.next(now, now, false), 8000 * kUs);
+  p.ended(true, 256000 * kUs);
+  EXPECT_EQ(p.next(now, now, false), 4000 * kUs);
+  p.ended(false, 256000 * kUs);
+  now += 10000 * kUs;
+  EXPECT_EQ(p.next(now, now - 9000 * kUs, false), 0u);  // polls lapsed: the run ends
+  EXPECT_EQ(p.next(now, now, false), 4000 * kUs);
+  // Shorter than park_ns means park_ns; 0 goes back to it.
+  p.set_first(100 * kUs);
+  p.ended(true, 0);
+  EXPECT_EQ(p.next(now, now, false), 200 * kUs);
+}
+
 }  // namespace
 }  // namespace net
 }  // namespace emu

@@ -108,6 +108,7 @@ void ShmFabric::receive_loop(Local* lp) {
     // The poll stamp before the clock (clock::within).
     const uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
     const bool waiting = box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire);
+    park.set_first(lp->handed_over.load(std::memory_order_relaxed) ? own_max_ns : 0);
     const uint64_t wait = park.next(now_ns(), polled, waiting);
     if (wait != 0) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
@@ -119,7 +120,7 @@ void ShmFabric::receive_loop(Local* lp) {
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
       if (woken) bump(lp->rx_park_stops, 1);
       park.ended(woken, lp->handed_over.load(std::memory_order_relaxed) ? kHandedOverParkMaxNs : own_max_ns);
-      last_work = now_ns();  // a caller that stops polling hands over to a spinning thread
+      last_work = now_ns();  // a caller that stops polling hands over to a spinning thread (below)
       continue;
     }
     int n = 0;
@@ -134,7 +135,11 @@ void ShmFabric::receive_loop(Local* lp) {
       if (n == 0) sched_yield();  // a poller holds the ring
       continue;
     }
-    if (now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
+    // Spin a while after traffic before sleeping, unless the device's engine thread takes the
+    // wire over from callers that stop: it polls the wire then, and this thread, which senders
+    // wake from its sleep, would only keep a core busy that the application's threads need
+    // (DeviceImpl::engine_loop says why that costs milliseconds).
+    if (!lp->handed_over.load(std::memory_order_relaxed) && now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
       sched_yield();
       continue;
     }
