@@ -5,10 +5,10 @@
 // Engine. step() does one bounded pass: take packets that arrived, notice doorbell writes,
 // fetch and execute WQEs, fire timers (RNR retry, timeouts). Any thread may drive it through
 // progress(); one optional engine thread per device drives it when nobody else does. The engine
-// thread parks while callers are driving (so a 2-core machine does not pay for hand-offs) and
-// sleeps when it has nothing to do (where device code polls an external-memory CQ it spins
-// briefly after work first, and its sleeps start short); fabric deliveries and control calls
-// wake it early. A park lasts park_us, doubling up to park_max_us while the callers keep driving
+// thread parks while callers are driving (so a 2-core machine does not pay for hand-offs),
+// spins briefly after work while requests of the device await answers (or device code polls an
+// external-memory CQ, where its sleeps also start short), and otherwise sleeps at once; fabric
+// deliveries and control calls wake it early. A park lasts park_us, doubling up to park_max_us while the callers keep driving
 // (a caller that called during a park drives still, though preempted since); arming a CQ (a
 // caller about to block on its event) and kick() end it at once, and a caller that just stops
 // calling is taken over from within two parks.
@@ -134,7 +134,7 @@ struct DeviceOptions {
   uint32_t max_retransmits = 3;
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
   uint32_t initial_rto_us = 1000;    // RTO towards a peer before its first RTT sample
-  uint32_t idle_spin_us = 100;       // engine thread of a device with an external-memory CQ: spin this long after work
+  uint32_t idle_spin_us = 100;       // engine thread: spin this long after work while requests await answers
   uint32_t idle_sleep_max_us = 4000; // then sleep this long (4x after a second idle); with such a CQ, from 1 us doubling up to it
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this (see above)
   uint32_t park_max_us = 4000;       // a park doubles up to this while the caller goes on driving

@@ -461,8 +461,10 @@ void DeviceImpl::engine_loop() {
     timed_out = false;
     park_us = opt_.park_us;
     int n = 0;
+    bool expecting = true;  // requests of this device await answers (unknown: as if they did)
     if (mu_.try_lock()) {
       n = step_locked(256);
+      expecting = op_slots_.size() != op_free_.size();
       bool notify = !overrun_notify_.empty();
       mu_.unlock();
       if (notify) notify_pending();
@@ -473,18 +475,21 @@ void DeviceImpl::engine_loop() {
       active = true;
       continue;
     }
-    // Where device code polls an external-memory CQ, spin for a while after the last work,
-    // offering the CPU to other runnable threads (the peer device, the application) every few
-    // passes, then sleep. Elsewhere sleep at once: on a machine with fewer cores than busy
-    // threads, a helper that runs (or wakes every few hundred microseconds) on the core an
-    // application thread left costs far more than its own time. The kernel places a woken
-    // application thread behind a busy one when the other core is taken at that moment, and
-    // pulls it over to a core that went idle only when that core's recent idle stretches were
-    // longer than the migration cost (0.5 ms): Debian's fi_pingpong, whose thread its TCP sync
-    // wakes between sizes, then waited a whole tick (4 ms at HZ=250) behind its peer's poller in
-    // one size of six, where a spin after every takeover and short first sleeps kept that core
-    // busy.
-    if (ext_cqs_.load(std::memory_order_relaxed) != 0 && t - idle_since < uint64_t{opt_.idle_spin_us} * 1000) {
+    // While requests of this device await answers (traffic flows), or where device code polls
+    // an external-memory CQ, spin for a while after the last work, offering the CPU to other
+    // runnable threads (the peer device, the application) every few passes, then sleep: the
+    // spin keeps serving the wire, and keeps peers answering by position, through the gaps of
+    // a burst. A device with nothing in flight sleeps at once. On a machine with fewer cores
+    // than busy threads, a helper that runs (or wakes every few hundred microseconds) on the
+    // core an application thread left costs that thread far more than the helper's own time:
+    // the kernel places a woken application thread behind a busy one when the other core is
+    // taken at that moment, and pulls it over to a core that went idle only when that core's
+    // recent idle stretches were longer than the migration cost (0.5 ms). Debian's fi_pingpong,
+    // whose thread its TCP sync wakes between sizes, waited a whole tick (4 ms at HZ=250)
+    // behind its peer's poller in about one size of six while a spin after every takeover and
+    // short first sleeps kept that core busy.
+    const bool may_spin = expecting || ext_cqs_.load(std::memory_order_relaxed) != 0;
+    if (may_spin && t - idle_since < uint64_t{opt_.idle_spin_us} * 1000) {
       if ((++spins & 15) == 0) {
         std::this_thread::yield();
       } else {
