@@ -35,6 +35,7 @@
 // [EXTRA_QPS]` (started by the driver; addresses travel through tools/oob).
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
@@ -389,31 +390,38 @@ Proc spawn(const std::vector<std::string>& args, const std::vector<std::string>&
   return Proc{pid, p[0]};
 }
 
-// Waits up to `timeout_s`, killing it after that; returns its stdout ("" on failure).
+// Waits up to `timeout_s`, killing it after that; returns its stdout ("" on failure). Blocks on
+// the child's stdout until the child closes it, rather than looking every few milliseconds: on a
+// machine with fewer cores than busy threads, a harness that keeps waking on the idle core takes
+// it from the measured processes' threads, and changes where the kernel places them.
 std::string finish(Proc p, int timeout_s, bool* ok) {
   std::string out;
   char b[4096];
-  auto end = Clock::now() + std::chrono::seconds(timeout_s);
-  int status = 0;
-  bool done = false;
+  const auto end = Clock::now() + std::chrono::seconds(timeout_s);
+  auto timed_out = [&] {
+    kill(p.pid, SIGKILL);
+    waitpid(p.pid, nullptr, 0);
+    *ok = false;
+    close(p.out_fd);
+    return out;
+  };
   fcntl(p.out_fd, F_SETFL, fcntl(p.out_fd, F_GETFL) | O_NONBLOCK);
-  while (!done) {
-    ssize_t n;
-    while ((n = read(p.out_fd, b, sizeof(b))) > 0) out.append(b, static_cast<size_t>(n));
-    pid_t w = waitpid(p.pid, &status, WNOHANG);
-    if (w == p.pid) {
-      done = true;
-      while ((n = read(p.out_fd, b, sizeof(b))) > 0) out.append(b, static_cast<size_t>(n));
-      break;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (left <= 0) return timed_out();
+    pollfd pfd{p.out_fd, POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;  // EINTR, or the time is up (above)
+    const ssize_t n = read(p.out_fd, b, sizeof(b));
+    if (n > 0) {
+      out.append(b, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      break;  // the child closed its stdout: it is exiting
     }
-    if (Clock::now() > end) {
-      kill(p.pid, SIGKILL);
-      waitpid(p.pid, &status, 0);
-      *ok = false;
-      close(p.out_fd);
-      return out;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int status = 0;
+  while (waitpid(p.pid, &status, WNOHANG) != p.pid) {
+    if (Clock::now() > end) return timed_out();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   close(p.out_fd);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) *ok = false;
