@@ -8,10 +8,10 @@
 // thread parks while callers are driving (so a 2-core machine does not pay for hand-offs),
 // spins briefly after work while requests of the device await answers (or device code polls an
 // external-memory CQ, where its sleeps also start short), and otherwise sleeps at once; fabric
-// deliveries and control calls wake it early. A park lasts park_us, doubling up to park_max_us while the callers keep driving
-// (a caller that called during a park drives still, though preempted since); arming a CQ (a
-// caller about to block on its event) and kick() end it at once, and a caller that just stops
-// calling is taken over from within two parks.
+// deliveries and control calls wake it early. A park lasts park_us, doubling up to park_max_us
+// while the callers keep driving (a caller that called during a park drives still, though
+// preempted since); arming a CQ (a caller about to block on its event) and kick() end it at
+// once, and a caller that just stops calling is taken over from within two parks.
 // A device kernel that only writes doorbells is noticed within the sleep period
 // (idle_sleep_max_us, or four times that once the device has been idle for a second, unless a
 // CQ in external memory is live: device code polls that one and never calls in, so its device

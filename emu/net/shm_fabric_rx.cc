@@ -120,7 +120,9 @@ void ShmFabric::receive_loop(Local* lp) {
                          box->wake_seq.load(std::memory_order_relaxed) != seq;
       if (woken) bump(lp->rx_park_stops, 1);
       park.ended(woken, lp->handed_over.load(std::memory_order_relaxed) ? kHandedOverParkMaxNs : own_max_ns);
-      last_work = now_ns();  // a caller that stops polling hands over to a spinning thread (below)
+      // A caller that stops polling hands over to a spinning thread (below: where no engine
+      // thread takes over).
+      last_work = now_ns();
       continue;
     }
     int n = 0;
