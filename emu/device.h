@@ -135,7 +135,7 @@ struct DeviceOptions {
   uint32_t min_rto_us = 10;          // RTO floor, suited to shared memory (FI_EFA_EMU_MIN_RTO_US)
   uint32_t initial_rto_us = 1000;    // RTO towards a peer before its first RTT sample
   uint32_t idle_spin_us = 100;       // engine thread: spin this long after work while requests await answers
-  uint32_t idle_sleep_max_us = 4000; // then sleep this long (4x after a second idle); with such a CQ, from 1 us doubling up to it
+  uint32_t idle_sleep_max_us = 4000; // then sleep this long (4x after a second idle); with an external-memory CQ, from 1 us doubling
   uint32_t park_us = 200;            // engine thread parks while a caller drove within this (see above)
   uint32_t park_max_us = 4000;       // a park doubles up to this while the caller goes on driving
   // Nonzero: the engine's clock advances this many ns per pass instead of following the wall

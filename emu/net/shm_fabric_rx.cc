@@ -108,7 +108,9 @@ void ShmFabric::receive_loop(Local* lp) {
     // The poll stamp before the clock (clock::within).
     const uint64_t polled = lp->last_poll_ns.load(std::memory_order_acquire);
     const bool waiting = box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire);
-    park.set_first(lp->handed_over.load(std::memory_order_relaxed) ? own_max_ns : 0);
+    // Set once, soon after the thread starts (poll_rx_handed_over), never cleared.
+    const bool handed_over = lp->handed_over.load(std::memory_order_relaxed);
+    park.set_first(handed_over ? own_max_ns : 0);
     const uint64_t wait = park.next(now_ns(), polled, waiting);
     if (wait != 0) {
       // Someone drives the device and drains the ring itself: stay off the CPU until it stops.
@@ -141,7 +143,7 @@ void ShmFabric::receive_loop(Local* lp) {
     // wire over from callers that stop: it polls the wire then, and this thread, which senders
     // wake from its sleep, would only keep a core busy that the application's threads need
     // (DeviceImpl::engine_loop says why that costs milliseconds).
-    if (!lp->handed_over.load(std::memory_order_relaxed) && now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
+    if (!handed_over && now_ns() - last_work < uint64_t{opt_.spin_us} * 1000) {
       sched_yield();
       continue;
     }
