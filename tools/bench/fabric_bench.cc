@@ -4,8 +4,9 @@
 //    fi_pingpong keeps one (and, for comparison, with each receive posted only after the round
 //    completed, where a send may meet an empty receive queue), and 1 MiB RDMA write bandwidth;
 //  - Debian libfabric's own fi_pingpong, `-p shm -e rdm` and `-p tcp -e rdm`, at 64 B and 1 MiB;
-//  - the same fi_pingpong, `-p efa -e rdm`, on the project's library (the libxpufab.so this
-//    binary carries in its runfiles, reached as libfabric.so.1) over the emulated EFA: the
+//  - the same fi_pingpong, `-p efa -e rdm`, on the project's library as installed (the
+//    libxpufab.so this binary carries in its runfiles, built as //tools:install builds it and
+//    reached as libfabric.so.1) over the emulated EFA: the
 //    target's own program on both sides. fi_pingpong times its first iterations too, where the
 //    emulator's queues and mailboxes still fault in their pages; it runs N and N/10 times and
 //    the steady-state latency is the slope between the two (shm is measured the same way);
