@@ -183,7 +183,7 @@ XPU_FUNC void efa_dp_ring_doorbell(struct efa_dp_ring *r, uint32_t target, int w
     if (whole_chunks_only && step < r->max_batch) break;
     rung += step;
     /* Every entry below `rung` is written (and, for write-combined SQ memory, flushed). */
-    xpu_fence_system();
+    xpu_fence_doorbell();
     xpu_mmio_write_u32(r->db, rung & 0xffffu);
     xpu_store_relaxed_u32(&r->rung, rung);
   }

@@ -23,7 +23,13 @@
  *   xpu_fence_release()/acquire()    thread fences, system scope
  *   xpu_fence_system()               full fence: orders all earlier stores,
  *                                    write-combined and MMIO included, before
- *                                    all later ones (x86 mfence / membar.sys)
+ *                                    all later loads and stores (x86 mfence /
+ *                                    membar.sys)
+ *   xpu_fence_doorbell()             what a doorbell write needs before it:
+ *                                    orders all earlier stores, write-combined
+ *                                    included, before all later stores (x86
+ *                                    sfence, as rdma-core's mmio_flush_writes;
+ *                                    membar.sys on the device)
  *   xpu_mmio_write_u32(p, v)         a doorbell write: one 32-bit store, with
  *                                    release order relative to earlier writes
  *   xpu_relax()                      one spin-loop wait (host: sched_yield)

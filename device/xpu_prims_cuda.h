@@ -68,6 +68,7 @@ XPU_FUNC void xpu_fence_acquire(void) {
 XPU_FUNC void xpu_fence_system(void) {
   cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
 }
+XPU_FUNC void xpu_fence_doorbell(void) { xpu_fence_system(); }
 /* The doorbell page is mapped with cuMemHostRegister(IOMEMORY); a volatile 32-bit store after a system fence. */
 XPU_FUNC void xpu_mmio_write_u32(uint32_t *p, uint32_t v) {
   xpu_fence_system();
