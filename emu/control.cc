@@ -325,6 +325,11 @@ int DeviceImpl::add_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
   ah->ahn_ = static_cast<uint16_t>(idx);
   std::memcpy(ah->gid.data(), gid, 16);
   ahs_[idx] = ah;
+  // The lowest-numbered AH of its PD for the GID answers ah_for_gid: this one, unless an older
+  // one has a lower number (numbers are reused).
+  EmuAh*& known = ah_by_gid_[{pd, ah->gid}];
+  if (known == nullptr || known->ahn_ > ah->ahn_) known = ah;
+  last_ah_ = nullptr;
   live_.insert(static_cast<Ah*>(ah));
   pd->refs++;
   *ah_p = ah;
@@ -337,6 +342,20 @@ int DeviceImpl::destroy_ah(Ah* a) {
   if (ah == nullptr) return -EINVAL;
   live_.erase(a);
   ahs_[ah->ahn_] = nullptr;
+  auto known = ah_by_gid_.find({ah->pd, ah->gid});
+  if (known != ah_by_gid_.end() && known->second == ah) {
+    // The next-lowest for the same PD and GID answers now, if there is one (ahs_ is in number
+    // order).
+    auto next = std::find_if(ahs_.begin(), ahs_.end(), [ah](const EmuAh* o) {
+      return o != nullptr && o->pd == ah->pd && gid_equal(o->gid, ah->gid);
+    });
+    if (next != ahs_.end()) {
+      known->second = *next;
+    } else {
+      ah_by_gid_.erase(known);
+    }
+  }
+  last_ah_ = nullptr;
   ah->pd->refs--;
   delete ah;
   return 0;
@@ -382,11 +401,11 @@ void DeviceImpl::set_event_handler(EventHandler* handler) {
   handler_ = handler;
 }
 
-EmuAh* DeviceImpl::ah_for_gid(const EmuPd* pd, const Gid& gid) {
-  for (EmuAh* ah : ahs_) {
-    if (ah != nullptr && ah->pd == pd && gid_equal(ah->gid, gid)) return ah;
-  }
-  return nullptr;
+EmuAh* DeviceImpl::ah_lookup(const EmuPd* pd, const Gid& gid) {
+  auto it = ah_by_gid_.find({pd, gid});
+  if (it == ah_by_gid_.end()) return nullptr;
+  last_ah_ = it->second;
+  return last_ah_;
 }
 
 

@@ -188,6 +188,52 @@ TEST_F(Pair, InlineSendAndUnknownAhCarriesSourceGid) {
   EXPECT_EQ(wait_a().base.common.status, EFA_IO_COMP_STATUS_OK);
 }
 
+// An arriving SEND names its source by the receiver's lowest-numbered AH for the sender's GID
+// in the QP's PD, whatever AHs come and go, and by none once the last one goes.
+TEST_F(Pair, ReceiveNamesTheLowestNumberedAhOfTheSender) {
+  auto received_ah = [this](uint16_t req_id) {
+    b_.rq.post(req_id, {{b_.at(0), 64, b_.mr->lkey()}});
+    Wqe w = send_to_b(req_id);
+    set_inline(&w, "x", 1);
+    a_.sq.post(w);
+    efa_io_rx_cdesc_ex rx = wait_b();
+    EXPECT_EQ(rx.base.common.status, EFA_IO_COMP_STATUS_OK);
+    EXPECT_EQ(wait_a().base.common.status, EFA_IO_COMP_STATUS_OK);
+    return rx.base.ah;
+  };
+  // Many peers of B's: the sender's AH is found among them.
+  std::vector<Ah*> others;
+  for (int i = 0; i < 40; ++i) {
+    Gid g{};
+    g[0] = 0xfd;
+    g[15] = static_cast<uint8_t>(i);
+    Ah* ah = nullptr;
+    ASSERT_EQ(b_.dev->create_ah(b_.pd, g.data(), &ah), 0);
+    others.push_back(ah);
+  }
+  EXPECT_EQ(received_ah(1), ah_ba_->ahn());
+  // A second AH for the same GID has a higher number: the first still names the sender.
+  const Gid ga = a_.dev->gid();
+  Ah* second = nullptr;
+  ASSERT_EQ(b_.dev->create_ah(b_.pd, ga.data(), &second), 0);
+  ASSERT_GT(second->ahn(), ah_ba_->ahn());
+  EXPECT_EQ(received_ah(2), ah_ba_->ahn());
+  // The first goes: the second names it; a third takes the freed (lower) number and names it.
+  const uint16_t freed = ah_ba_->ahn();
+  ASSERT_EQ(b_.dev->destroy_ah(ah_ba_), 0);
+  ah_ba_ = nullptr;
+  EXPECT_EQ(received_ah(3), second->ahn());
+  Ah* third = nullptr;
+  ASSERT_EQ(b_.dev->create_ah(b_.pd, ga.data(), &third), 0);
+  ASSERT_EQ(third->ahn(), freed);
+  EXPECT_EQ(received_ah(4), third->ahn());
+  // None left: unknown.
+  ASSERT_EQ(b_.dev->destroy_ah(third), 0);
+  ASSERT_EQ(b_.dev->destroy_ah(second), 0);
+  EXPECT_EQ(received_ah(5), EFA_IO_AH_UNKNOWN);
+  for (Ah* ah : others) EXPECT_EQ(b_.dev->destroy_ah(ah), 0);
+}
+
 TEST_F(Pair, RdmaReadAndWrite) {
   for (int i = 0; i < 4096; ++i) b_.buf[8192 + i] = static_cast<uint8_t>(i * 7);
   EXPECT_EQ(tx_status(rdma_to_b(EFA_IO_RDMA_READ, 3, 0, 8192, 4096)), EFA_IO_COMP_STATUS_OK);

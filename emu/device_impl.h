@@ -32,6 +32,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -301,7 +302,13 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     if (opt_.log) opt_.log(line);
   }
   EmuQp* qp_by_num(uint32_t qpn) { return qpn < qps_.size() ? qps_[qpn] : nullptr; }
-  EmuAh* ah_for_gid(const EmuPd* pd, const Gid& gid);
+  // The AH an arriving packet's source is reported as: pd's lowest-numbered AH for gid, null
+  // when it has none. A look-up, not a scan: a device with many peers reads one per packet.
+  EmuAh* ah_for_gid(const EmuPd* pd, const Gid& gid) {
+    if (last_ah_ != nullptr && last_ah_->pd == pd && gid_equal(last_ah_->gid, gid)) return last_ah_;
+    return ah_lookup(pd, gid);
+  }
+  EmuAh* ah_lookup(const EmuPd* pd, const Gid& gid);
   // Local/remote buffer checks; write the host pointer on success. Inline: every WQE and
   // every request that lands makes one or two.
   bool check_key(const EmuPd* pd, uint32_t key, uint64_t addr, uint64_t len, uint32_t access,
@@ -346,6 +353,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::vector<EmuMr*> mrs_;         // index = key & 0xffff - 1
   std::vector<uint8_t> mr_gen_;
   std::vector<EmuAh*> ahs_;         // index = ahn
+  struct AhKeyHash {
+    size_t operator()(const std::pair<const EmuPd*, Gid>& k) const {
+      uint64_t a, b;
+      std::memcpy(&a, k.second.data(), 8);
+      std::memcpy(&b, k.second.data() + 8, 8);
+      return static_cast<size_t>((a ^ b ^ reinterpret_cast<uintptr_t>(k.first)) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  // ah_for_gid's answer for each (PD, GID) that has an AH, kept by add_ah and destroy_ah; the
+  // last answer is at hand (a burst comes from one peer).
+  std::unordered_map<std::pair<const EmuPd*, Gid>, EmuAh*, AhKeyHash> ah_by_gid_;
+  EmuAh* last_ah_ = nullptr;
   std::set<EmuCq*> cqs_;
   std::set<EmuCntr*> cntrs_;
   std::vector<EmuQp*> qps_;         // index = qpn
