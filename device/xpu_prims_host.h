@@ -54,13 +54,14 @@ XPU_FUNC void xpu_fence_doorbell(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #else
 XPU_FUNC void xpu_fence_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
 XPU_FUNC void xpu_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-/* seq_cst is mfence on x86, which also drains write-combining buffers (sfence's job). */
+/* seq_cst: mfence or a locked instruction on x86, either of which also drains write-combining buffers. */
 XPU_FUNC void xpu_fence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 /*
  * x86 keeps stores to ordinary memory in order; only write-combined ones (an
  * LLQ send queue in device memory) may pass each other, and sfence orders
- * those, for a few cycles where mfence takes tens, waiting for every earlier
- * store to leave and holding every later load. A doorbell orders stores only.
+ * those. A full fence (mfence, or the locked instruction GCC emits for a
+ * seq_cst fence) also waits for every earlier store to leave the core and
+ * holds every later load, which a doorbell, ordering stores only, does not need.
  */
 #if defined(__x86_64__) || defined(__i386__)
 XPU_FUNC void xpu_fence_doorbell(void) { __asm__ __volatile__("sfence" ::: "memory"); }
