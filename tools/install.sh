@@ -6,7 +6,8 @@
 #     PREFIX/lib/libxpufab.so links to it, and -lxpufab records libfabric.so.1 as needed
 #   PREFIX/lib/libuct_xpufab.so: the UCT transport "srd" for UCX 1.13 (LD_PRELOAD it into any
 #     UCX program)
-#   PREFIX/lib/.debug/libfabric.so.1.debug: its debug info, found by gdb through the debug link
+#   PREFIX/lib/.debug/libfabric.so.1.debug, libuct_xpufab.so.debug: their debug info, found by
+#     gdb through each library's debug link
 #   PREFIX/include/xpufab/efa_xpu/*.h: the efa device calls rdma/fi_xpu_device_efa.h
 #     includes as <xpufab/efa_xpu/...> (their presence turns them on in rdma/fi_xpu_device.h)
 #   PREFIX/include/xpufab/{device,device/runtime,api/proto}/*.h: the data path and the protocol
@@ -61,21 +62,27 @@ for h in atomics.h check.h cntr.h cq.h efa_xpu.h handles.h post.h proto_ep.h tag
   [ -e "device/efa_xpu/$h" ] || { echo "install: device/efa_xpu/$h not found in $(pwd)" >&2; exit 1; }
   install -m 0644 "device/efa_xpu/$h" "$prefix/include/xpufab/efa_xpu/$h"
 done
+# Installs library $1 as PREFIX/lib/$2, its debug info (where it has any and objcopy is there)
+# split into PREFIX/lib/.debug/$2.debug, beside it, where gdb looks for a debug link's target.
+install_library() {
+  local src="$1" name="$2"
+  rm -f "$prefix/lib/$name" "$prefix/lib/.debug/$name.debug"
+  if command -v objcopy >/dev/null && grep -q '\.debug_info' <<<"$(readelf -S "$src")"; then
+    mkdir -p "$prefix/lib/.debug"
+    objcopy --only-keep-debug "$src" "$prefix/lib/.debug/$name.debug"
+    chmod 0644 "$prefix/lib/.debug/$name.debug"
+    objcopy --strip-debug --add-gnu-debuglink="$prefix/lib/.debug/$name.debug" \
+      "$src" "$prefix/lib/$name"
+    chmod 0755 "$prefix/lib/$name"
+  else
+    install -m 0755 "$src" "$prefix/lib/$name"
+  fi
+}
 soname=libfabric.so.1
-rm -f "$prefix/lib/libxpufab.so" "$prefix/lib/$soname"
-if command -v objcopy >/dev/null && grep -q '\.debug_info' <<<"$(readelf -S "$lib")"; then
-  # The debug info goes beside the library, where gdb looks for a debug link's target.
-  mkdir -p "$prefix/lib/.debug"
-  objcopy --only-keep-debug "$lib" "$prefix/lib/.debug/$soname.debug"
-  chmod 0644 "$prefix/lib/.debug/$soname.debug"
-  objcopy --strip-debug --add-gnu-debuglink="$prefix/lib/.debug/$soname.debug" \
-    "$lib" "$prefix/lib/$soname"
-  chmod 0755 "$prefix/lib/$soname"
-else
-  install -m 0755 "$lib" "$prefix/lib/$soname"
-fi
+rm -f "$prefix/lib/libxpufab.so"
+install_library "$lib" "$soname"
 ln -s "$soname" "$prefix/lib/libxpufab.so"
-install -m 0755 "$uct_lib" "$prefix/lib/libuct_xpufab.so"
+install_library "$uct_lib" libuct_xpufab.so
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc_in" \
   > "$prefix/lib/pkgconfig/xpufab.pc"
 chmod 0644 "$prefix/lib/pkgconfig/xpufab.pc"

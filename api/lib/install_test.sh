@@ -13,21 +13,25 @@ done
 [ "$(readlink "$prefix/lib/libxpufab.so")" = libfabric.so.1 ] ||
   { echo "lib/libxpufab.so is not a link to libfabric.so.1"; exit 1; }
 
-# The installed library is an optimized build whatever -c the tests run with;
-# its debug info sits apart, behind a debug link, and records how each unit was
-# compiled.
-debug="$prefix/lib/.debug/libfabric.so.1.debug"
-[ -f "$debug" ] || { echo "missing $debug"; exit 1; }
+# The installed libraries are optimized builds whatever -c the tests run with;
+# their debug info sits apart, behind a debug link, and records how each unit
+# was compiled.
 # Checks read captured output: under pipefail, grep -q leaving a pipe early fails the pipe.
-lib="$prefix/lib/libfabric.so.1"
-grep -q '\.debug_info' <<<"$(readelf -S "$lib")" &&
-  { echo "lib/libfabric.so.1 still carries its debug info"; exit 1; }
-grep -qF libfabric.so.1.debug <<<"$(readelf --string-dump=.gnu_debuglink "$lib")" ||
-  { echo "lib/libfabric.so.1 has no debug link"; exit 1; }
+for name in libfabric.so.1 libuct_xpufab.so; do
+  debug="$prefix/lib/.debug/$name.debug"
+  [ -f "$debug" ] || { echo "missing $debug"; exit 1; }
+  grep -q '\.debug_info' <<<"$(readelf -S "$prefix/lib/$name")" &&
+    { echo "lib/$name still carries its debug info"; exit 1; }
+  grep -qF "$name.debug" <<<"$(readelf --string-dump=.gnu_debuglink "$prefix/lib/$name")" ||
+    { echo "lib/$name has no debug link"; exit 1; }
+done
+debug="$prefix/lib/.debug/libfabric.so.1.debug"
 producers=$(readelf --debug-dump=info "$debug" 2>/dev/null | grep 'DW_AT_producer' | grep -F ' -g ' || true)
 [ -n "$producers" ] || { echo "no compilation units in $debug"; exit 1; }
 unoptimized=$(grep -vE -- ' -O[123s]( |$)' <<<"$producers" | grep -F -e '/api/' -e '/emu/' -e '/device/' || true)
 [ -z "$unoptimized" ] || { echo "units built without optimization:"; echo "$unoptimized" | head -3; exit 1; }
+# Optimized across its files at link time (tools/opt.bzl): those units are GIMPLE's.
+grep -qF 'GNU GIMPLE' <<<"$producers" || { echo "libfabric.so.1 was linked without link-time optimization"; exit 1; }
 
 # Public headers name no repository path; the device calls come from the prefixed layout.
 if grep -rnE '#[[:space:]]*include[[:space:]]*[<"](api|device|testing)/' "$prefix/include/rdma"; then
