@@ -201,8 +201,8 @@ int create_device(const DeviceOptions& options, std::unique_ptr<EmuDevice>* devi
       // Each device's faults are its own: the name alone would give the devices of two
       // processes (each called efa_emu0) the same fault sequence. The PID, unlike the GID's
       // random part, repeats from run to run where PIDs do (a sandbox), so a seed there
-      // reproduces its faults.
-      plan->personalize(name + "/" + std::to_string(getpid()));
+      // reproduces its faults; elsewhere the plan's stream stands for it.
+      plan->personalize(name, static_cast<uint64_t>(getpid()));
       o.faults = plan.get();
     }
   }

@@ -339,6 +339,7 @@ int parse_plan(const std::string& text, PlanSpec* spec, std::string* error) {
     }
     bool ok = true;
     if (k == "seed") ok = parse_u64(v, &s.seed);
+    else if (k == "stream") ok = s.has_stream = parse_u64(v, &s.stream);
     else if (k == "drop") ok = parse_prob(v, &s.drop);
     else if (k == "dup") ok = parse_prob(v, &s.dup);
     else if (k == "corrupt") ok = parse_prob(v, &s.corrupt);
@@ -420,9 +421,10 @@ int plan_from_env(PlanSpec* spec, bool* present, std::string* error) {
 FaultPlan::FaultPlan(const PlanSpec& spec, uint64_t start_ns)
     : spec_(spec), start_ns_(start_ns), rng_(spec.seed), matched_(spec.fails.size(), 0) {}
 
-void FaultPlan::personalize(const std::string& device) {
+void FaultPlan::personalize(const std::string& device, uint64_t process) {
+  const std::string who = device + "/" + std::to_string(spec_.has_stream ? spec_.stream : process);
   uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : device) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  for (char c : who) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   rng_ = spec_.seed ^ h;
 }
 

@@ -68,6 +68,10 @@ struct PeerWindow {
 
 struct PlanSpec {
   uint64_t seed = 1;
+  // What each device mixes into the seed besides its name: its process id, unless the plan
+  // names a stream (stream=N), with which another process draws the same faults again.
+  bool has_stream = false;
+  uint64_t stream = 0;
   double drop = 0, dup = 0, corrupt = 0, reorder = 0;
   uint32_t window = 8;
   uint32_t delay_us = 0, jitter_us = 0;
@@ -109,9 +113,10 @@ class FaultPlan : public FaultHooks {
   explicit FaultPlan(const PlanSpec& spec, uint64_t start_ns = 0);
   FaultDecision at(const FaultContext& ctx) override;
   const PlanSpec& spec() const { return spec_; }
-  // Mixes the device's identity (name and PID) into the random stream, so that devices sharing
-  // one plan text, in one process or several, do not make identical choices.
-  void personalize(const std::string& device);
+  // Mixes the device's identity (its name, and the plan's stream or else `process`, its PID)
+  // into the random stream, so that devices sharing one plan text, in one process or several,
+  // do not make identical choices.
+  void personalize(const std::string& device, uint64_t process);
   uint64_t injected() const { return injected_; }
 
  private:

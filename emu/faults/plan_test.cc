@@ -16,7 +16,7 @@ namespace {
 TEST(PlanParse, AllKeys) {
   PlanSpec s;
   std::string err;
-  ASSERT_EQ(parse_plan("seed=42; drop=0.1; dup=5%; corrupt=0.01; reorder=0.2; window=4;"
+  ASSERT_EQ(parse_plan("seed=42; stream=9; drop=0.1; dup=5%; corrupt=0.01; reorder=0.2; window=4;"
                        "delay_us=10; jitter_us=5; delay_p=0.5; stall_us=100; stall_p=0.25;"
                        "cq_delay_us=7; cq_delay_p=1;"
                        "fail=op:write+read,qp:3,size:64-4096,nth:2,status:BAD_LKEY;"
@@ -26,6 +26,8 @@ TEST(PlanParse, AllKeys) {
             0)
       << err;
   EXPECT_EQ(s.seed, 42u);
+  EXPECT_TRUE(s.has_stream);
+  EXPECT_EQ(s.stream, 9u);
   EXPECT_DOUBLE_EQ(s.drop, 0.1);
   EXPECT_DOUBLE_EQ(s.dup, 0.05);
   EXPECT_EQ(s.window, 4u);
@@ -70,6 +72,7 @@ TEST(PlanParse, RejectsBadInputNamingTheItem) {
       {"drop=abc", "drop"},
       {"drop=0.1;drop=0.2", "given twice"},
       {"seed=12x", "seed"},
+      {"stream=-1", "stream"},
       {"window=4", "needs 'reorder'"},
       {"jitter_us=4", "needs 'delay_us'"},
       {"reorder=0.1;window=0", "window"},
@@ -198,6 +201,27 @@ TEST(PlanDecide, SameSeedSameDecisions) {
   size_t drops = std::count(a.begin(), a.end(), '0' + static_cast<int>(FaultAction::kDrop));
   EXPECT_GT(drops, 140u);
   EXPECT_LT(drops, 260u);
+}
+
+// The stream stands in for the process id: with it, two devices of one name draw the same faults
+// whatever their processes; without it, their processes tell them apart.
+TEST(PlanDecide, StreamStandsForTheProcess) {
+  auto draws = [](const char* text, uint64_t process) {
+    std::unique_ptr<FaultPlan> p;
+    std::string err;
+    EXPECT_EQ(make_plan(text, &p, &err), 0) << err;
+    p->personalize("efa_emu0", process);
+    std::string out;
+    FaultContext c{FaultPoint::kPacketIn, 1, 0, 0, false, 0};
+    for (int i = 0; i < 200; ++i) out += static_cast<char>('0' + static_cast<int>(p->at(c).action));
+    return out;
+  };
+  const char* by_process = "seed=5;drop=0.2;dup=0.2";
+  EXPECT_NE(draws(by_process, 100), draws(by_process, 200));
+  const char* streamed = "seed=5;stream=7;drop=0.2;dup=0.2";
+  EXPECT_EQ(draws(streamed, 100), draws(streamed, 200));
+  EXPECT_EQ(draws(streamed, 100), draws(by_process, 7));  // the stream is what the PID would be
+  EXPECT_NE(draws(streamed, 100), draws("seed=5;stream=8;drop=0.2;dup=0.2", 100));
 }
 
 TEST(PlanDecide, KillAndPartitionWindows) {

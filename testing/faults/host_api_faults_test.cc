@@ -191,7 +191,9 @@ TEST_F(HostApiFaults, StallsAndDelayedCqesAreLatencyNotErrors) {
 }
 
 // One operation in flight at a time, progress made only by this thread (no engine thread): the
-// questions the plan is asked come in the same order every run, so the traces are identical.
+// questions the plan is asked come in the same order every run, so the traces are identical. The
+// plan names its stream, so that its draws do not depend on the test's process id (which would
+// leave some runs without a drop or a duplicate to show).
 // The one wall-clock input left is the retransmission timer (the provider path has no virtual
 // clock): a generous timeout floor keeps a descheduled test thread from firing it spuriously.
 std::string traced_run(const std::string& plan, const std::string& prefix, std::string* error) {
@@ -225,7 +227,7 @@ std::string traced_run(const std::string& plan, const std::string& prefix, std::
 
 TEST(HostApiTrace, SameSeedSameTraceThroughTheProvider) {
   const std::string base = tmpdir() + "/det_" + std::to_string(getpid());
-  const std::string plan = "seed=11;drop=0.05;dup=0.1;reorder=0.3;window=4;corrupt=0.03;"
+  const std::string plan = "seed=11;stream=1;drop=0.05;dup=0.1;reorder=0.3;window=4;corrupt=0.03;"
                            "fail=op:send,every:5,status:RNR";
   std::string e1, e2, e3;
   const std::string t1 = traced_run(plan, base + "_1", &e1);
