@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lays out an xpufab installation:
 #   PREFIX/include/rdma/*.h  PREFIX/lib/pkgconfig/xpufab.pc
-#   PREFIX/lib/libfabric.so.1: the library, optimized (//tools:install builds it with -c opt),
+#   PREFIX/lib/libfabric.so.1: the library, optimized (//tools:install builds it with -c opt and
+#     link-time optimization),
 #     a drop-in for libfabric.so.1 (LD_LIBRARY_PATH=PREFIX/lib runs libfabric programs on it);
 #     PREFIX/lib/libxpufab.so links to it, and -lxpufab records libfabric.so.1 as needed
 #   PREFIX/lib/libuct_xpufab.so: the UCT transport "srd" for UCX 1.13 (LD_PRELOAD it into any
