@@ -32,7 +32,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -353,17 +352,21 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   std::vector<EmuMr*> mrs_;         // index = key & 0xffff - 1
   std::vector<uint8_t> mr_gen_;
   std::vector<EmuAh*> ahs_;         // index = ahn
-  struct AhKeyHash {
-    size_t operator()(const std::pair<const EmuPd*, Gid>& k) const {
-      uint64_t a, b;
-      std::memcpy(&a, k.second.data(), 8);
-      std::memcpy(&b, k.second.data() + 8, 8);
-      return static_cast<size_t>((a ^ b ^ reinterpret_cast<uintptr_t>(k.first)) * 0x9e3779b97f4a7c15ull);
+  // The hash of the tables keyed by a GID and one word besides (a PD, a requester's epoch).
+  struct GidKeyHash {
+    static size_t of(const Gid& gid, uint64_t word) {
+      uint64_t h = word * 0x9e3779b97f4a7c15ull;
+      for (uint8_t b : gid) h = (h ^ b) * 0x100000001b3ull;
+      return static_cast<size_t>(h);
     }
+    size_t operator()(const std::pair<const EmuPd*, Gid>& k) const {
+      return of(k.second, reinterpret_cast<uintptr_t>(k.first));
+    }
+    size_t operator()(const std::pair<Gid, uint32_t>& k) const { return of(k.first, k.second); }
   };
   // ah_for_gid's answer for each (PD, GID) that has an AH, kept by add_ah and destroy_ah; the
   // last answer is at hand (a burst comes from one peer).
-  std::unordered_map<std::pair<const EmuPd*, Gid>, EmuAh*, AhKeyHash> ah_by_gid_;
+  std::unordered_map<std::pair<const EmuPd*, Gid>, EmuAh*, GidKeyHash> ah_by_gid_;
   EmuAh* last_ah_ = nullptr;
   std::set<EmuCq*> cqs_;
   std::set<EmuCntr*> cntrs_;
@@ -436,13 +439,6 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     static constexpr uint32_t kWindow = 4096;
     std::vector<uint64_t> slot = std::vector<uint64_t>(kWindow, 0);
   };
-  struct KeyHash {
-    size_t operator()(const std::pair<Gid, uint32_t>& k) const {
-      uint64_t h = k.second * 0x9e3779b97f4a7c15ull;
-      for (uint8_t b : k.first) h = (h ^ b) * 0x100000001b3ull;
-      return static_cast<size_t>(h);
-    }
-  };
   // The window of requester (gid, epoch); the last one looked up is at hand (one look-up per
   // peer burst).
   Executed* executed_for(const Gid& gid, uint32_t epoch) {
@@ -453,7 +449,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
     return executed_lookup(gid, epoch);
   }
   Executed* executed_lookup(const Gid& gid, uint32_t epoch);
-  std::unordered_map<std::pair<Gid, uint32_t>, std::unique_ptr<Executed>, KeyHash> executed_;
+  std::unordered_map<std::pair<Gid, uint32_t>, std::unique_ptr<Executed>, GidKeyHash> executed_;
   Executed* last_executed_ = nullptr;  // the last one looked up
   std::pair<Gid, uint32_t> last_executed_key_{};
   uint64_t rng_;
