@@ -1,0 +1,216 @@
+// A 64 B two-process ping-pong that makes the same libfabric calls on every provider: each side
+// keeps a receive posted ahead, sends with fi_send and waits for that send's completion and for
+// the peer's message, on an RDM endpoint with FI_THREAD_DOMAIN. Debian's fi_pingpong does not:
+// below its provider's inject_size it sends with fi_inject and never waits for a send
+// completion, so on `shm` (inject_size 4096) its 64 B run skips work that it does on `efa`
+// (efa-direct's inject_size is the device's 32 B of inline data).
+//
+// Built against Debian's libfabric (libfabric.so.1); LD_LIBRARY_PATH picks the library. The
+// process forks its peer and the two exchange endpoint names over pipes. Prints one line:
+//   PROVIDER one-way us: mean M p10 A p50 B p90 C p99 D
+// Each round trip is timed on its own (CLOCK_MONOTONIC), so the percentiles show the spread
+// that fi_pingpong's single mean hides.
+//   same_pingpong PROVIDER [ROUND_TRIPS]
+#define _GNU_SOURCE
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { kSize = 64, kWarm = 2000 };
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    int rc_ = (int)(call);                                                           \
+    if (rc_ != 0) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, fi_strerror(-rc_)); \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+struct side {
+  struct fid_ep* ep;
+  struct fid_cq* txcq;
+  struct fid_cq* rxcq;
+  fi_addr_t peer;
+  char* sbuf;
+  char* rbuf;
+  void* sdesc;
+  void* rdesc;
+  struct fi_context sctx, rctx;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void full_write(int fd, const void* p, size_t n) {
+  if (write(fd, p, n) != (ssize_t)n) {
+    perror("write");
+    exit(1);
+  }
+}
+
+static void full_read(int fd, void* p, size_t n) {
+  if (read(fd, p, n) != (ssize_t)n) {
+    perror("read");
+    exit(1);
+  }
+}
+
+static void wait_one(struct fid_cq* cq) {
+  struct fi_cq_entry e;
+  for (;;) {
+    ssize_t n = fi_cq_read(cq, &e, 1);
+    if (n == 1) return;
+    if (n != -FI_EAGAIN) {
+      fprintf(stderr, "fi_cq_read: %s\n", fi_strerror((int)-n));
+      exit(1);
+    }
+  }
+}
+
+static void post_recv(struct side* s) {
+  CHECK(fi_recv(s->ep, s->rbuf, kSize, s->rdesc, s->peer, &s->rctx));
+}
+
+static void send_and_complete(struct side* s) {
+  ssize_t rc;
+  while ((rc = fi_send(s->ep, s->sbuf, kSize, s->sdesc, s->peer, &s->sctx)) == -FI_EAGAIN) {
+    (void)fi_cq_read(s->txcq, NULL, 0);
+  }
+  CHECK(rc);
+  wait_one(s->txcq);
+}
+
+static int by_value(const void* a, const void* b) {
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s PROVIDER [ROUND_TRIPS]\n", argv[0]);
+    return 2;
+  }
+  const char* prov = argv[1];
+  const int n = argc > 2 ? atoi(argv[2]) : 20000;
+  if (n < 100) {
+    fprintf(stderr, "at least 100 round trips\n");
+    return 2;
+  }
+  int to_child[2], to_parent[2];
+  if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 1;
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  const int child = pid == 0;
+  const int out = child ? to_parent[1] : to_child[1];
+  const int in = child ? to_child[0] : to_parent[0];
+
+  struct fi_info* hints = fi_allocinfo();
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG;
+  hints->mode = FI_CONTEXT;
+  hints->fabric_attr->prov_name = strdup(prov);
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  struct fi_info* info;
+  CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+  struct fid_fabric* fabric;
+  struct fid_domain* domain;
+  struct fid_av* av;
+  struct side s = {0};
+  CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
+  CHECK(fi_domain(fabric, info, &domain, NULL));
+  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .size = 64};
+  CHECK(fi_cq_open(domain, &cq_attr, &s.txcq, NULL));
+  CHECK(fi_cq_open(domain, &cq_attr, &s.rxcq, NULL));
+  struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+  CHECK(fi_av_open(domain, &av_attr, &av, NULL));
+  CHECK(fi_endpoint(domain, info, &s.ep, NULL));
+  CHECK(fi_ep_bind(s.ep, &av->fid, 0));
+  CHECK(fi_ep_bind(s.ep, &s.txcq->fid, FI_TRANSMIT));
+  CHECK(fi_ep_bind(s.ep, &s.rxcq->fid, FI_RECV));
+  CHECK(fi_enable(s.ep));
+
+  char name[256], peer_name[256];
+  size_t len = sizeof(name), peer_len;
+  CHECK(fi_getname(&s.ep->fid, name, &len));
+  full_write(out, &len, sizeof(len));
+  full_write(out, name, len);
+  full_read(in, &peer_len, sizeof(peer_len));
+  if (peer_len > sizeof(peer_name)) return 1;
+  full_read(in, peer_name, peer_len);
+  if (fi_av_insert(av, peer_name, 1, &s.peer, 0, NULL) != 1) {
+    fprintf(stderr, "fi_av_insert failed\n");
+    return 1;
+  }
+
+  // One page each, so that the two buffers share no line.
+  char* buf = aligned_alloc(4096, 2 * 4096);
+  memset(buf, child ? 'c' : 'p', 2 * 4096);
+  s.sbuf = buf;
+  s.rbuf = buf + 4096;
+  struct fid_mr* mr;
+  CHECK(fi_mr_reg(domain, buf, 2 * 4096, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL));
+  s.sdesc = s.rdesc = fi_mr_desc(mr);
+
+  post_recv(&s);
+  char sync;
+  full_write(out, "r", 1);  // a receive is posted here before the peer sends
+  full_read(in, &sync, 1);
+
+  uint32_t* rtt = calloc((size_t)n, sizeof(*rtt));
+  for (int i = -kWarm; i < n; ++i) {
+    const uint64_t t0 = now_ns();
+    if (!child) {
+      send_and_complete(&s);
+      wait_one(s.rxcq);
+      post_recv(&s);
+    } else {
+      wait_one(s.rxcq);
+      post_recv(&s);
+      send_and_complete(&s);
+    }
+    if (i >= 0) rtt[i] = (uint32_t)(now_ns() - t0);
+  }
+  if (s.rbuf[0] != (child ? 'p' : 'c')) {
+    fprintf(stderr, "the peer's bytes did not arrive\n");
+    return 1;
+  }
+  full_write(out, "d", 1);
+  full_read(in, &sync, 1);  // the peer's last receive is reposted: both may close
+
+  int status = 0;
+  if (!child) {
+    qsort(rtt, (size_t)n, sizeof(*rtt), by_value);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += rtt[i];
+    // One-way: half a round trip.
+    printf("%s one-way us: mean %.3f p10 %.3f p50 %.3f p90 %.3f p99 %.3f\n", prov, sum / n / 2000.0,
+           rtt[n / 10] / 2000.0, rtt[n / 2] / 2000.0, rtt[n * 9 / 10] / 2000.0, rtt[n * 99 / 100] / 2000.0);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) status = 1;
+  }
+  fi_close(&s.ep->fid);
+  fi_close(&mr->fid);
+  fi_close(&av->fid);
+  fi_close(&s.rxcq->fid);
+  fi_close(&s.txcq->fid);
+  fi_close(&domain->fid);
+  fi_close(&fabric->fid);
+  fi_freeinfo(info);
+  fi_freeinfo(hints);
+  free(rtt);
+  free(buf);
+  return status;
+}
