@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) sum += rtt[i];
     // One-way: half a round trip.
     printf("%s one-way us: mean %.3f p10 %.3f p50 %.3f p90 %.3f p99 %.3f slice-p50 %.3f-%.3f\n", prov,
-           sum / n / 2000.0, rtt[n / 10] / 2000.0, rtt[n / 2] / 2000.0, rtt[n * 9 / 10] / 2000.0,
-           rtt[n * 99 / 100] / 2000.0, lo / 2000.0, hi / 2000.0);
+           sum / n / 2000.0, rtt[n / 10] / 2000.0, rtt[n / 2] / 2000.0, rtt[(long)n * 9 / 10] / 2000.0,
+           rtt[(long)n * 99 / 100] / 2000.0, lo / 2000.0, hi / 2000.0);
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) status = 1;
   }
   fi_close(&s.ep->fid);
