@@ -12,6 +12,15 @@
 // that fi_pingpong's single mean hides; LO and HI are the lowest and highest p50 of the run's
 // slices of 2,000 round trips (a quarter of the run when it is shorter than 40,000).
 //   same_pingpong PROVIDER [ROUND_TRIPS]
+// The line ends with ` line-ns L`: the one-way time of one cache line passed back and forth
+// between the two processes, right before and after the timed loop (the higher of the two, so
+// that a run during which the CPUs moved apart shows it). It tells the host's state: on a
+// virtual machine the two CPUs' distance moves under the guest, and with it every
+// cross-process latency.
+//   same_pingpong PROVIDER ROUND_TRIPS first|second IN OUT
+// runs one side only, without the fork, talking to the other side through the files IN and OUT
+// (FIFOs: `first` opens OUT and then IN, `second` IN and then OUT), so that one side can run
+// under a tool such as callgrind; it prints no line-ns (`line-ns -`).
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -22,11 +31,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { kSize = 64, kWarm = 2000, kSlice = 2000 };
+enum { kSize = 64, kWarm = 2000, kSlice = 2000, kLineTrips = 20000 };
 
 #define CHECK(call)                                                                  \
   do {                                                                               \
@@ -94,14 +105,36 @@ static void send_and_complete(struct side* s) {
   wait_one(s->txcq);
 }
 
+// One cache line's one-way time between the two processes, in ns (the parent's figure): each
+// side waits for the other's count, then writes its own on a line of its own.
+static double line_one_way_ns(volatile uint64_t* lines, int second) {
+  volatile uint64_t* mine = lines + (second ? 8 : 0);
+  volatile uint64_t* theirs = lines + (second ? 0 : 8);
+  const uint64_t base = *mine;
+  uint64_t t0 = 0;
+  for (uint64_t i = 1; i <= kLineTrips; ++i) {
+    if (i == kLineTrips / 10) t0 = now_ns();
+    if (second) {
+      while (__atomic_load_n(theirs, __ATOMIC_ACQUIRE) != base + i) {
+      }
+      __atomic_store_n(mine, base + i, __ATOMIC_RELEASE);
+    } else {
+      __atomic_store_n(mine, base + i, __ATOMIC_RELEASE);
+      while (__atomic_load_n(theirs, __ATOMIC_ACQUIRE) != base + i) {
+      }
+    }
+  }
+  return (double)(now_ns() - t0) / (kLineTrips - kLineTrips / 10 + 1) / 2;
+}
+
 static int by_value(const void* a, const void* b) {
   uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
   return x < y ? -1 : x > y;
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s PROVIDER [ROUND_TRIPS]\n", argv[0]);
+  if (argc < 2 || (argc > 3 && argc != 6)) {
+    fprintf(stderr, "usage: %s PROVIDER [ROUND_TRIPS [first|second IN OUT]]\n", argv[0]);
     return 2;
   }
   const char* prov = argv[1];
@@ -110,13 +143,39 @@ int main(int argc, char** argv) {
     fprintf(stderr, "at least 100 round trips\n");
     return 2;
   }
-  int to_child[2], to_parent[2];
-  if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 1;
-  const pid_t pid = fork();
-  if (pid < 0) return 1;
-  const int child = pid == 0;
-  const int out = child ? to_parent[1] : to_child[1];
-  const int in = child ? to_child[0] : to_parent[0];
+  int second, in, out;
+  pid_t pid = -1;  // the forked peer's, in the parent
+  volatile uint64_t* lines = NULL;
+  if (argc == 6) {
+    second = strcmp(argv[3], "second") == 0;
+    if (!second && strcmp(argv[3], "first") != 0) {
+      fprintf(stderr, "the side is first or second, not %s\n", argv[3]);
+      return 2;
+    }
+    // Opened in opposite orders on the two sides: a FIFO's open waits for its other end.
+    if (second) {
+      in = open(argv[4], O_RDONLY);
+      out = open(argv[5], O_WRONLY);
+    } else {
+      out = open(argv[5], O_WRONLY);
+      in = open(argv[4], O_RDONLY);
+    }
+    if (in < 0 || out < 0) {
+      perror("open");
+      return 1;
+    }
+  } else {
+    int to_child[2], to_parent[2];
+    if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 1;
+    // Two lines (a count each) shared with the forked peer, for the host's line-ns.
+    lines = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (lines == MAP_FAILED) return 1;
+    pid = fork();
+    if (pid < 0) return 1;
+    second = pid == 0;
+    out = second ? to_parent[1] : to_child[1];
+    in = second ? to_child[0] : to_parent[0];
+  }
 
   struct fi_info* hints = fi_allocinfo();
   hints->ep_attr->type = FI_EP_RDM;
@@ -159,7 +218,7 @@ int main(int argc, char** argv) {
 
   // One page each, so that the two buffers share no line.
   char* buf = aligned_alloc(4096, 2 * 4096);
-  memset(buf, child ? 'c' : 'p', 2 * 4096);
+  memset(buf, second ? 'c' : 'p', 2 * 4096);
   s.sbuf = buf;
   s.rbuf = buf + 4096;
   struct fid_mr* mr;
@@ -172,9 +231,10 @@ int main(int argc, char** argv) {
   full_read(in, &sync, 1);
 
   uint32_t* rtt = calloc((size_t)n, sizeof(*rtt));
+  const double line_before = lines ? line_one_way_ns(lines, second) : 0;
   for (int i = -kWarm; i < n; ++i) {
     const uint64_t t0 = now_ns();
-    if (!child) {
+    if (!second) {
       send_and_complete(&s);
       wait_one(s.rxcq);
       post_recv(&s);
@@ -185,15 +245,16 @@ int main(int argc, char** argv) {
     }
     if (i >= 0) rtt[i] = (uint32_t)(now_ns() - t0);
   }
-  if (s.rbuf[0] != (child ? 'p' : 'c')) {
+  if (s.rbuf[0] != (second ? 'p' : 'c')) {
     fprintf(stderr, "the peer's bytes did not arrive\n");
     return 1;
   }
   full_write(out, "d", 1);
   full_read(in, &sync, 1);  // the peer's last receive is reposted: both may close
+  const double line_after = lines ? line_one_way_ns(lines, second) : 0;
 
   int status = 0;
-  if (!child) {
+  if (!second) {
     // The lowest and highest median of consecutive slices: on a shared host the level of a
     // compute-bound path moves within a run, where a transfer-bound one (shm) barely does.
     const int slice = n >= 20 * kSlice ? kSlice : n / 4;
@@ -208,10 +269,15 @@ int main(int argc, char** argv) {
     double sum = 0;
     for (int i = 0; i < n; ++i) sum += rtt[i];
     // One-way: half a round trip.
-    printf("%s one-way us: mean %.3f p10 %.3f p50 %.3f p90 %.3f p99 %.3f slice-p50 %.3f-%.3f\n", prov,
+    printf("%s one-way us: mean %.3f p10 %.3f p50 %.3f p90 %.3f p99 %.3f slice-p50 %.3f-%.3f line-ns ", prov,
            sum / n / 2000.0, rtt[n / 10] / 2000.0, rtt[n / 2] / 2000.0, rtt[(long)n * 9 / 10] / 2000.0,
            rtt[(long)n * 99 / 100] / 2000.0, lo / 2000.0, hi / 2000.0);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) status = 1;
+    if (lines) {
+      printf("%.1f\n", line_before > line_after ? line_before : line_after);
+    } else {
+      printf("-\n");
+    }
+    if (pid > 0 && (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)) status = 1;
   }
   fi_close(&s.ep->fid);
   fi_close(&mr->fid);
