@@ -12,8 +12,8 @@
 #   bazel run -c opt //tools/bench:same_pingpong [-- ROUNDS [ROUND_TRIPS]]
 # With --count it times nothing: it runs the program's first side under callgrind (the second
 # natively), 2,000 and 12,000 round trips on each provider, and prints the instructions and the
-# hot code (callgrind_cost.py) of one round trip, efa against shm. Those do not move with the
-# host, as times do.
+# hot code (callgrind_cost.py) of one round trip, efa against shm, counted in the program's loop
+# (its function round_trips) and what that calls. Those do not move with the host, as times do.
 #   bazel run -c opt //tools/bench:same_pingpong -- --count
 # Needs cc and Debian's libfabric-dev; --count also valgrind and python3.
 set -euo pipefail
@@ -40,7 +40,8 @@ profile() {
   rm -f "$tmp/a" "$tmp/b"
   mkfifo "$tmp/a" "$tmp/b"
   env "$@" timeout 300 "$tmp/same_pingpong" "$prov" "$n" second "$tmp/a" "$tmp/b" &
-  env "$@" timeout 300 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$tmp/$prov.$n.out" \
+  env "$@" timeout 300 valgrind --tool=callgrind --dump-instr=yes --toggle-collect=round_trips \
+    --callgrind-out-file="$tmp/$prov.$n.out" \
     "$tmp/same_pingpong" "$prov" "$n" first "$tmp/b" "$tmp/a" >/dev/null 2>"$tmp/valgrind.log" ||
     { cat "$tmp/valgrind.log" >&2; exit 1; }
   wait $!
@@ -56,7 +57,7 @@ if ((count)); then
     read -r _ ir _ lines _ kib < <(python3 "$cost" "$tmp/$prov.12000.out" "$tmp/$prov.2000.out" 10000)
     printf '%s %s %s %s\n' "$prov" "$ir" "$lines" "$kib" >>"$tmp/counts"
   done
-  echo "same_pingpong --count: one 64 B round trip of the first side (callgrind; every object the process runs)"
+  echo "same_pingpong --count: one 64 B round trip of the first side (callgrind, its loop and all it calls, in every object)"
   awk '{ p[NR] = $1; ir[NR] = $2; l[NR] = $3; k[NR] = $4
          printf "%-4s %6d instructions, hot code %4d lines (%5.1f KiB)\n", $1, $2, $3, $4 }
        END { printf "efa/shm: %.2fx the instructions, %.2fx the hot code\n", ir[2] / ir[1], l[2] / l[1] }' "$tmp/counts"
