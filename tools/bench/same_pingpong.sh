@@ -13,7 +13,9 @@
 # With --count it times nothing: it runs the program's first side under callgrind (the second
 # natively), 2,000 and 12,000 round trips on each provider, and prints the instructions and the
 # hot code (callgrind_cost.py) of one round trip, efa against shm, counted in the program's loop
-# (its function round_trips) and what that calls. Those do not move with the host, as times do.
+# (its function round_trips) and what that calls. Those do not move with the host as times do;
+# they move by about 2 % from run to run with the polls the counted side makes while it waits,
+# more when the machine is busy (a slow peer makes it wait longer).
 #   bazel run -c opt //tools/bench:same_pingpong -- --count
 # Needs cc and Debian's libfabric-dev; --count also valgrind and python3.
 set -euo pipefail
@@ -58,7 +60,7 @@ if ((count)); then
     printf '%s %s %s %s\n' "$prov" "$ir" "$lines" "$kib" >>"$tmp/counts"
   done
   echo "same_pingpong --count: one 64 B round trip of the first side (callgrind, its loop and all it calls, in every object)"
-  awk '{ p[NR] = $1; ir[NR] = $2; l[NR] = $3; k[NR] = $4
+  awk '{ ir[NR] = $2; l[NR] = $3
          printf "%-4s %6d instructions, hot code %4d lines (%5.1f KiB)\n", $1, $2, $3, $4 }
        END { printf "efa/shm: %.2fx the instructions, %.2fx the hot code\n", ir[2] / ir[1], l[2] / l[1] }' "$tmp/counts"
   exit 0
