@@ -27,12 +27,14 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,8 +194,13 @@ int main(int argc, char** argv) {
     pid = fork();
     if (pid < 0) return 1;
     second = pid == 0;
+    // A side whose peer died stops too: the child with its parent (killed by a timeout, say),
+    // either at its next read of a pipe whose other end is now closed everywhere.
+    if (second && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return 1;
     out = second ? to_parent[1] : to_child[1];
     in = second ? to_child[0] : to_parent[0];
+    close(second ? to_parent[0] : to_child[0]);
+    close(second ? to_child[1] : to_parent[1]);
   }
 
   struct fi_info* hints = fi_allocinfo();

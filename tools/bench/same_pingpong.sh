@@ -35,18 +35,28 @@ tools/install.sh "$tmp/prefix" >/dev/null
 cc -O2 -o "$tmp/same_pingpong" "$src" -lfabric
 efa_env=(LD_LIBRARY_PATH="$tmp/prefix/lib" FI_EFA_BACKEND=emu FI_EFA_EMU_FABRIC=shm FI_EFA_EMU_SHM_DIR="$tmp")
 
-# PROVIDER ROUND_TRIPS [VAR=VALUE...]: the callgrind profile of the first side, in $tmp.
+# PROVIDER ROUND_TRIPS [VAR=VALUE...]: the callgrind profile of the first side, in $tmp; tried
+# three times at most, as run() below.
 profile() {
-  local prov=$1 n=$2
+  local prov=$1 n=$2 attempt second
   shift 2
-  rm -f "$tmp/a" "$tmp/b"
-  mkfifo "$tmp/a" "$tmp/b"
-  env "$@" timeout 300 "$tmp/same_pingpong" "$prov" "$n" second "$tmp/a" "$tmp/b" &
-  env "$@" timeout 300 valgrind --tool=callgrind --dump-instr=yes --toggle-collect=round_trips \
-    --callgrind-out-file="$tmp/$prov.$n.out" \
-    "$tmp/same_pingpong" "$prov" "$n" first "$tmp/b" "$tmp/a" >/dev/null 2>"$tmp/valgrind.log" ||
-    { cat "$tmp/valgrind.log" >&2; exit 1; }
-  wait $!
+  for attempt in 1 2 3; do
+    rm -f "$tmp/a" "$tmp/b"
+    mkfifo "$tmp/a" "$tmp/b"
+    env "$@" timeout 300 "$tmp/same_pingpong" "$prov" "$n" second "$tmp/a" "$tmp/b" &
+    second=$!
+    if env "$@" timeout 300 valgrind --tool=callgrind --dump-instr=yes --toggle-collect=round_trips \
+        --callgrind-out-file="$tmp/$prov.$n.out" \
+        "$tmp/same_pingpong" "$prov" "$n" first "$tmp/b" "$tmp/a" >/dev/null 2>"$tmp/valgrind.log" &&
+        wait "$second"; then
+      return 0
+    fi
+    kill "$second" 2>/dev/null || true
+    wait "$second" || true
+    cat "$tmp/valgrind.log" >&2
+    echo "same_pingpong: a $prov profile failed (attempt $attempt of 3)" >&2
+  done
+  exit 1
 }
 
 if ((count)); then
@@ -67,11 +77,20 @@ if ((count)); then
 fi
 
 # PROVIDER [VAR=VALUE...]: the program's "mean M p10 A p50 B ... slice-p50 LO-HI line-ns L" as
-# "M B LO-HI L".
+# "M B LO-HI L". A failed run is tried again, twice at most: Debian's shm names its region after
+# the process id, and a region left in /dev/shm by a process that was killed makes a later
+# process with the same id fail fi_enable (EBUSY).
 run() {
-  local prov=$1
+  local prov=$1 out attempt
   shift
-  env "$@" timeout 120 "$tmp/same_pingpong" "$prov" "$trips" | awk '{ print $5, $9, $15, $17 }'
+  for attempt in 1 2 3; do
+    if out=$(env "$@" timeout 120 "$tmp/same_pingpong" "$prov" "$trips"); then
+      awk '{ print $5, $9, $15, $17 }' <<<"$out"
+      return 0
+    fi
+    echo "same_pingpong: a $prov run failed (attempt $attempt of 3)" >&2
+  done
+  return 1
 }
 
 echo "same_pingpong: 64 B one-way us (fi_send, send and receive completions awaited on both sides), load average $(cut -d' ' -f1-3 /proc/loadavg)"
