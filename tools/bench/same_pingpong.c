@@ -27,12 +27,12 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -191,12 +191,14 @@ int main(int argc, char** argv) {
     // Two lines (a count each) shared with the forked peer, for the host's line-ns.
     lines = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (lines == MAP_FAILED) return 1;
+    const pid_t parent = getpid();
     pid = fork();
     if (pid < 0) return 1;
     second = pid == 0;
-    // A side whose peer died stops too: the child with its parent (killed by a timeout, say),
-    // either at its next read of a pipe whose other end is now closed everywhere.
-    if (second && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return 1;
+    // A side whose peer died stops too. The child dies with its parent (killed by a timeout,
+    // say; the second test covers a parent gone before the first). Each side closes the pipe
+    // ends it does not use, so that a read from a peer that died sees the end of the pipe.
+    if (second && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)) return 1;
     out = second ? to_parent[1] : to_child[1];
     in = second ? to_child[0] : to_parent[0];
     close(second ? to_parent[0] : to_child[0]);
