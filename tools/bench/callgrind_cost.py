@@ -7,9 +7,10 @@ process ran.
     callgrind_cost.py MORE.out FEWER.out ROUND_TRIPS_APART
 
 prints "ir RT_IR lines LINES kib KIB", where an instruction is hot when it ran in at least every
-other round trip (MORE ran it at least ROUND_TRIPS_APART / 2 times more than FEWER). Hot code is what competes for the instruction cache and
-the decoded-op cache: code that each message runs once, spread over many lines, pays for every
-line it touches, which instruction counts alone do not show.
+other round trip (MORE ran it at least ROUND_TRIPS_APART / 2 times more than FEWER). Hot code is
+what competes for the instruction cache and the decoded-op cache: code that each message runs
+once, spread over many lines, pays for every line it touches, which instruction counts alone do
+not show.
 """
 
 import collections
@@ -37,8 +38,15 @@ def instruction_costs(path):
     addr = 0
     after_call = False
     total = None
+    columns = 1  # position columns before the cost: "positions: instr line" has two
     with open(path) as f:
         for line in f:
+            if line.startswith("positions:"):
+                kinds = line.split()[1:]
+                if "instr" not in kinds:
+                    sys.exit(f"{path}: no instruction addresses (run callgrind with --dump-instr=yes)")
+                columns = len(kinds)
+                continue
             if line.startswith(("ob=", "cob=")):
                 key, _, rest = line.rstrip("\n").partition("=")
                 m = _NAMED.match(rest)
@@ -60,8 +68,8 @@ def instruction_costs(path):
             if after_call:
                 after_call = False
                 continue
-            if len(fields) >= 3:
-                costs[(obj, addr)] += int(fields[2])
+            if len(fields) > columns:
+                costs[(obj, addr)] += int(fields[columns])
     if total is None:
         sys.exit(f"{path}: no totals line (not a callgrind profile?)")
     return costs, total

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# callgrind_cost.py on two small profiles written here: the instructions per round trip come from
-# the totals, hot code counts each 64-byte line once, positions may be relative, and a call's
-# inclusive cost (the line after calls=) is not an instruction's.
+# callgrind_cost.py on small profiles written here: the instructions per round trip come from the
+# totals, hot code counts each 64-byte line once, positions may be relative, a call's inclusive
+# cost (the line after calls=) is not an instruction's, and the cost follows the position
+# columns the profile names.
 set -euo pipefail
 cost=$1
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/callgrind_cost.XXXXXX")
@@ -43,7 +44,21 @@ if [[ $got != "$want" ]]; then
   echo "got '$got', want '$want'" >&2
   exit 1
 fi
-# A file that is not a profile, and a round-trip count that is not positive, are refused.
+# A profile of addresses only ("positions: instr"): the cost is the second column.
+printf 'positions: instr\nevents: Ir\nob=(1) /lib/a.so\nfn=(1) f\n0x2000 %s\ntotals: %s\n' 4 100 >"$tmp/fewer1.out"
+printf 'positions: instr\nevents: Ir\nob=(1) /lib/a.so\nfn=(1) f\n0x2000 %s\ntotals: %s\n' 24 300 >"$tmp/more1.out"
+got=$(python3 "$cost" "$tmp/more1.out" "$tmp/fewer1.out" 20)
+if [[ $got != "ir 10 lines 1 kib 0.1" ]]; then
+  echo "addresses only: got '$got'" >&2
+  exit 1
+fi
+# A profile without instruction addresses (callgrind without --dump-instr=yes), a file that is
+# not a profile, and a round-trip count that is not positive, are refused.
+sed 's/^positions: instr line$/positions: line/' "$tmp/more.out" >"$tmp/lines.out"
+if python3 "$cost" "$tmp/lines.out" "$tmp/fewer.out" 10 2>/dev/null; then
+  echo "accepted a profile without instruction addresses" >&2
+  exit 1
+fi
 echo "not a profile" >"$tmp/bad.out"
 if python3 "$cost" "$tmp/bad.out" "$tmp/fewer.out" 10 2>/dev/null; then
   echo "accepted a file without totals" >&2
