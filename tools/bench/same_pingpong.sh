@@ -4,11 +4,15 @@
 # alternated ROUNDS times; prints every run (with the lowest and highest p50 of its slices: on a
 # shared host the emulated EFA's compute-bound path changes level within a run where shm's does
 # not), each run's line-ns (one cache line's one-way time between the two processes: the host's
-# state, which moves under a virtual machine) and the median over rounds of the efa/shm ratios
-# of the median and of the mean, over all rounds and over the near ones (both runs' line-ns
-# under twice the lowest seen: a virtual machine whose two CPUs sit far apart, about 250 ns a
-# line here against 50, makes both providers wait on transfers and gives ratios near 1). A
-# benchmark, not a test.
+# state, which moves under a virtual machine and is drawn anew for each process pair) and the
+# median over rounds of the efa/shm ratios of the median and of the mean. Then, per host state
+# (runs grouped by line-ns: a group ends where the next run's is over 1.5 times the last), the
+# median p50 of each provider's runs in it and their ratio. This machine shows three: its two
+# CPUs on one core (about 25 ns a line: transfers are quick and the core's compute is shared,
+# the worst case for a path that computes more), on two cores near each other (about 55 ns) and
+# far apart (about 250 ns, when both providers wait on transfers and ratios come near 1). A
+# round's own ratio compares its two runs in whatever states each drew. A benchmark, not a
+# test.
 #   bazel run -c opt //tools/bench:same_pingpong [-- ROUNDS [ROUND_TRIPS]]
 # With --count it times nothing: it runs the program's first side under callgrind (the second
 # natively), 2,000 and 12,000 round trips on each provider, and prints the instructions and the
@@ -103,14 +107,33 @@ for r in $(seq "$rounds"); do
     -v f="$shm_line" -v g="$efa_line" \
     'BEGIN { printf "%-6s %10.3f %10.3f %10.3f %10.3f %11.2fx %11.2fx %14s %7.1f/%-8.1f\n", r, a, b, c, d, c / a, d / b, e, f, g }'
 done | tee "$tmp/rows"
-# The near rounds: both runs' line-ns (column 9, "shm/efa") under twice the lowest seen.
-awk '{ split($9, l, "/"); w = l[1] > l[2] ? l[1] : l[2]; low = (NR == 1 || w < low) ? w : low; r[NR] = $0; m[NR] = w }
-     END { for (i = 1; i <= NR; ++i) if (m[i] < low * 2) print r[i] }' "$tmp/rows" >"$tmp/near"
 # FILE COLUMN: the median over rounds of that column of the rows in FILE.
 median_of() {
   sort -n -k"$2,$2" "$1" |
     awk -v c="$2" '{ m[NR] = $c + 0 } END { printf "%.2f", (NR % 2) ? m[(NR + 1) / 2] : (m[NR / 2] + m[NR / 2 + 1]) / 2 }'
 }
 echo "median of the rounds: mean ratio $(median_of "$tmp/rows" 6)x, p50 ratio $(median_of "$tmp/rows" 7)x (goal: at most 1.5x)"
-echo "median of the $(wc -l <"$tmp/near") near rounds (line-ns under twice the lowest): mean ratio" \
-  "$(median_of "$tmp/near" 6)x, p50 ratio $(median_of "$tmp/near" 7)x"
+# Every run as "LINE_NS PROVIDER P50" (columns 9, 3 and 5 of a round), in order of line-ns.
+awk '{ split($9, l, "/"); print l[1], "shm", $3; print l[2], "efa", $5 }' "$tmp/rows" | sort -n -k1,1 >"$tmp/runs"
+# The host states: runs grouped by line-ns, a group ending where the next run's is over 1.5 times
+# the last; per group, each provider's median p50 and their ratio.
+awk 'function median(a, n,    i, j, t) {
+       for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+       return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+     }
+     function flush(    ms, me) {
+       if (ns + ne == 0) return
+       ++g
+       printf "host state %d (line-ns %.1f-%.1f): shm %d runs", g, lo, hi, ns
+       if (ns) { ms = median(s, ns); printf ", median p50 %.3f", ms }
+       printf "; efa %d runs", ne
+       if (ne) { me = median(e, ne); printf ", median p50 %.3f", me }
+       if (ns && ne) printf "; ratio %.2fx", me / ms
+       printf "\n"
+       ns = ne = 0
+     }
+     { if (NR > 1 && $1 > 1.5 * hi) flush()
+       if (ns + ne == 0) lo = $1
+       hi = $1
+       if ($2 == "shm") s[++ns] = $3; else e[++ne] = $3 }
+     END { flush() }' "$tmp/runs"
