@@ -136,6 +136,11 @@ inline bool pos_below(uint64_t a, uint64_t b) {
 // whether the ring was emptied, once per this many bytes it wrote.
 constexpr uint64_t kRecycleProbeBytes = 8u << 10;
 
+// The ring bytes past a message's record that a sender takes into its cache for its next one
+// (warm_next_record): a small message's record (its header, the packet's 104 bytes and a 64-byte
+// payload) from anywhere in a line.
+constexpr uint64_t kNextRecordBytes = 256;
+
 inline size_t record_size(size_t len) { return (sizeof(RecordHeader) + len + 7) & ~size_t{7}; }
 
 inline std::string hex(const Gid& g) {
