@@ -446,6 +446,10 @@ std::string self_exe() {
 
 int g_port = 0;
 int next_port() { return g_port++; }
+// A run's first control port: from 20,000 up, below Linux's ephemeral ports (32,768 and up by
+// default) with room for the few hundred a run takes. A port in that range may be an earlier
+// client connection's, lingering in TIME_WAIT, and a server's bind to it fails (EADDRINUSE).
+int first_port() { return 20000 + getpid() % 12000; }
 
 std::vector<std::string> emu_env(const std::string& key) {
   return {"FI_EFA_BACKEND=emu", "FI_EFA_EMU_FABRIC=shm", "FI_EFA_EMU_FABRIC_KEY=" + key,
@@ -620,7 +624,7 @@ std::string joined(const std::vector<double>& v) {
 int pingpong_iters(bool quick) { return quick ? 10000 : 40000; }
 
 int driver_main(bool quick) {
-  g_port = 20000 + (getpid() % 20000);
+  g_port = first_port();
   const int iters = pingpong_iters(quick);
   const int witers = quick ? 50 : 200;
   // The shm reference and the emulated EFA take turns; each side's best run is compared.
@@ -782,7 +786,7 @@ int driver_main(bool quick) {
 // callers drive, and the latency beside, so that a cut in wakeups that costs latency shows),
 // then the idle device.
 int helpers_main(bool quick) {
-  g_port = 20000 + (getpid() % 20000);
+  g_port = first_port();
   const int iters = pingpong_iters(quick);
   const int runs = 3;
   std::printf("fabric_bench --helpers: %s run; 64 B posted ping-pong over shm, %d iterations, %d runs\n",
@@ -808,7 +812,7 @@ int helpers_main(bool quick) {
 
 // 64 B latency and memory with many QPs per device, and many processes on one host.
 int scale_main(bool quick) {
-  g_port = 20000 + (getpid() % 20000);
+  g_port = first_port();
   const int iters = quick ? 1000 : 4000;
   std::printf("fabric_bench --scale: %s run; two processes over the shm fabric, each device with N extra "
               "idle QPs (sharing the CQ); one-way 64 B latency = round trip / 2\n",
