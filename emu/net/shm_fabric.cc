@@ -470,13 +470,13 @@ namespace {
 // Takes into this cache, under the mailbox's lock and just after a message's last record, the
 // lines the next record will most likely be written to: a store to each, in free space past the
 // tail (`end`), which the consumer does not read. The consumer holds copies of those lines (it
-// read them a lap ago, and its prefetcher reads ahead of the records it drains). Left to the
-// next send, they would be taken back only as that record is written, and the tail, which
-// becomes visible after the record's bytes, would reach the consumer one line trip later: two
-// trips a message where one will do. Here the trip happens while this process awaits the answer
-// (a prefetch for writing does not take the lines here; a store does). Skipped when the ring
-// has not that much room past the tail; not done across the ring's end, nor for the record a
-// recycled ring puts back at its start (one in some 300 small messages).
+// read them a lap ago). Left to the next send, they would be taken back only as that record is
+// written, and the tail, which becomes visible after the record's bytes, would reach the
+// consumer one line trip later: two trips a message where one will do. Here the trip happens
+// while this process awaits the answer (a prefetch for writing does not take the lines on the
+// machines measured; a store does). Skipped when the ring has not that much room past the
+// tail; not done across the ring's end, nor for the record a recycled ring puts back at its
+// start (one in some 300 small messages).
 void warm_next_record(uint8_t* ring, uint64_t cap, uint64_t end, uint64_t head_seen) {
   if (cap - (end - head_seen) < kNextRecordBytes) return;
   const uint64_t pos = end & (cap - 1);
