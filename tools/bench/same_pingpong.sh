@@ -107,20 +107,21 @@ for r in $(seq "$rounds"); do
     -v f="$shm_line" -v g="$efa_line" \
     'BEGIN { printf "%-6s %10.3f %10.3f %10.3f %10.3f %11.2fx %11.2fx %14s %7.1f/%-8.1f\n", r, a, b, c, d, c / a, d / b, e, f, g }'
 done | tee "$tmp/rows"
+# An awk function: the median of a[1..n] (sorts a in place).
+awk_median='function median(a, n,    i, j, t) {
+  for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+  return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}'
 # FILE COLUMN: the median over rounds of that column of the rows in FILE.
 median_of() {
-  sort -n -k"$2,$2" "$1" |
-    awk -v c="$2" '{ m[NR] = $c + 0 } END { printf "%.2f", (NR % 2) ? m[(NR + 1) / 2] : (m[NR / 2] + m[NR / 2 + 1]) / 2 }'
+  awk -v c="$2" "$awk_median"' { m[NR] = $c + 0 } END { printf "%.2f", median(m, NR) }' "$1"
 }
 echo "median of the rounds: mean ratio $(median_of "$tmp/rows" 6)x, p50 ratio $(median_of "$tmp/rows" 7)x (goal: at most 1.5x)"
 # Every run as "LINE_NS PROVIDER P50" (columns 9, 3 and 5 of a round), in order of line-ns.
 awk '{ split($9, l, "/"); print l[1], "shm", $3; print l[2], "efa", $5 }' "$tmp/rows" | sort -n -k1,1 >"$tmp/runs"
 # The host states: runs grouped by line-ns, a group ending where the next run's is over 1.5 times
 # the last; per group, each provider's median p50 and their ratio.
-awk 'function median(a, n,    i, j, t) {
-       for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-       return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-     }
+awk "$awk_median"'
      function flush(    ms, me) {
        if (ns + ne == 0) return
        ++g
