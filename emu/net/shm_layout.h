@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "base/resident.h"
 #include "emu/clock.h"
 #include "emu/net/shm_fabric.h"
 #include "emu/net/wire.h"
@@ -82,14 +83,7 @@ inline int fence_registered_processes() {
 // not take a page fault at every page they reach, on either side. Best effort: a kernel without
 // MADV_POPULATE_WRITE (before 5.14) faults them in as they come.
 inline void populate_hot_pages(void* mb, size_t map_len, size_t hot_ring_bytes) {
-#ifdef MADV_POPULATE_WRITE
-  const size_t len = std::min(map_len, kRingOffset + hot_ring_bytes);
-  (void)madvise(mb, len, MADV_POPULATE_WRITE);
-#else
-  (void)mb;
-  (void)map_len;
-  (void)hot_ring_bytes;
-#endif
+  base::make_resident(mb, std::min(map_len, kRingOffset + hot_ring_bytes));
 }
 
 inline bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
