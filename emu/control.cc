@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/resident.h"
 #include "device/efa_io_defs.h"
 #include "emu/device_impl.h"
 #include "emu/peer_mappings.h"
@@ -146,7 +147,7 @@ int DeviceImpl::create_cq(const CqInitAttr& attr, Cq** cq_p) {
     cq->ring = static_cast<uint8_t*>(attr.ext_buffer);
     std::memset(cq->ring, 0, size_t{entries} * kCqeSize);
   } else {
-    cq->ring = alloc_queue(size_t{entries} * kCqeSize);
+    cq->ring = alloc_queue(size_t{entries} * kCqeSize, base::kResidentPage);
     cq->own_ring = true;
   }
   int rc = cq->ring == nullptr ? -ENOMEM : db_.alloc(DbKind::kCq, cq, &cq->db_index);
@@ -249,7 +250,8 @@ int DeviceImpl::create_qp(const QpInitAttr& a, Qp** qp_p) {
   qp->max_batch = batch;
   qp->max_recv_sge = a.max_recv_sge;
   qp->rq_entries = round_pow2(std::max(a.max_recv_sge * std::max(a.max_recv_wr, 1u), 1u));
-  qp->sq_buf = alloc_queue(size_t{qp->sq_entries} * qp->wqe_size);
+  // The RQ's head is written by the first receives, which a program posts while it sets up.
+  qp->sq_buf = alloc_queue(size_t{qp->sq_entries} * qp->wqe_size, base::kResidentPage);
   qp->rq_buf = alloc_queue(size_t{qp->rq_entries} * EFA_IO_RX_DESC_SIZE);
   int rc = (qp->sq_buf == nullptr || qp->rq_buf == nullptr) ? -ENOMEM : 0;
   if (rc == 0) rc = db_.alloc(DbKind::kSq, qp, &qp->sq_db_index);
@@ -325,6 +327,9 @@ int DeviceImpl::add_ah(Pd* p, const uint8_t gid[16], Ah** ah_p) {
   ah->ahn_ = static_cast<uint16_t>(idx);
   std::memcpy(ah->gid.data(), gid, 16);
   ahs_[idx] = ah;
+  // The peer's SRD path (sequence numbers, retransmission timer) is made with the handle, as a
+  // NIC sets its address handles up, rather than on the first request's path.
+  ah->path = path_to(ah->gid);
   // The lowest-numbered AH of its PD for the GID answers ah_for_gid: this one, unless an older
   // one has a lower number (numbers are reused).
   EmuAh*& known = ah_by_gid_[{pd, ah->gid}];

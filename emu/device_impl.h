@@ -32,11 +32,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <queue>
 #include <set>
 #include <string>
@@ -405,7 +407,7 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // stale ones are skipped when they fire.
   TimerWheel timers_;
   std::set<Gid> responded_peers_;
-  std::map<Gid, PeerPath> paths_;  // peers requests went to
+  std::map<Gid, PeerPath> paths_;  // peers of address handles and of requests
   std::vector<PeerPath*> path_list_;  // the same, by PeerPath::index
   struct DueTx {
     uint64_t when, tx_seq, token;
@@ -434,10 +436,20 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // At-most-once, per requester incarnation (GID, epoch): the answers to its last kWindow
   // requests, direct-mapped by their dense sequence number (Packet::seq): seq << 8 | status,
   // 0 for none. A request older than the window runs again, as it did when a global FIFO of
-  // 4,096 answers forgot it.
+  // 4,096 answers forgot it. The slots come zeroed from calloc, which leaves fresh memory
+  // unwritten: a new requester's first request takes the page its sequence numbers start in,
+  // not a fault at each of the window's eight pages on that request's path.
   struct Executed {
     static constexpr uint32_t kWindow = 4096;
-    std::vector<uint64_t> slot = std::vector<uint64_t>(kWindow, 0);
+    struct Free {
+      void operator()(uint64_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint64_t[], Free> slot{zeroed_slots()};
+    static uint64_t* zeroed_slots() {
+      auto* p = static_cast<uint64_t*>(std::calloc(kWindow, sizeof(uint64_t)));
+      if (p == nullptr) throw std::bad_alloc();
+      return p;
+    }
   };
   // The window of requester (gid, epoch); the last one looked up is at hand (one look-up per
   // peer burst).

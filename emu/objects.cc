@@ -5,11 +5,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "base/resident.h"
 #include "emu/device_impl.h"
 
 namespace xpufab {
@@ -32,7 +34,7 @@ size_t queue_len(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
 
 // Straight to the kernel: under the uverbs shim (emu/uverbs) mmap and munmap are interposed,
 // and it creates queues while holding the lock its interposed calls take.
-uint8_t* alloc_queue(size_t bytes) {
+uint8_t* alloc_queue(size_t bytes, size_t resident_bytes) {
   if (bytes == 0) return nullptr;
   long p = syscall(SYS_mmap, nullptr, queue_len(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
@@ -40,6 +42,7 @@ uint8_t* alloc_queue(size_t bytes) {
 #if defined(__SANITIZE_THREAD__)
   AnnotateNewMemory(__FILE__, __LINE__, reinterpret_cast<void*>(p), queue_len(bytes));
 #endif
+  base::make_resident(reinterpret_cast<void*>(p), std::min(bytes, resident_bytes));
   return reinterpret_cast<uint8_t*>(p);
 }
 

@@ -26,9 +26,11 @@ constexpr uint32_t kCqeSize = EFA_IO_CQE_SIZE;
 constexpr uint16_t kAhUnknown = EFA_IO_AH_UNKNOWN;  // "no AH" in RX CQEs, never handed out
 
 // Queue memory (rings, the doorbell page) is page aligned and zeroed, as the kernel hands it out,
-// and, as there, only the pages a queue touches become resident: an idle QP's deep rings cost
-// address space, not memory. Null when out of memory; free_queue takes the same size.
-uint8_t* alloc_queue(size_t bytes);
+// and only the pages a queue touches become resident: an idle QP's deep rings cost address space,
+// not memory. The first `resident_bytes` are resident at once (base/resident.h): a NIC's queues
+// are pinned, and the rings a job's first messages take on their timed path (the SQ, the CQ) would
+// otherwise fault there. Null when out of memory; free_queue takes the same size.
+uint8_t* alloc_queue(size_t bytes, size_t resident_bytes = 0);
 void free_queue(void* p, size_t bytes);
 
 class EmuPd : public backend::Pd {

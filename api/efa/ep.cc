@@ -9,6 +9,7 @@
 #include "api/efa/casts.h"
 #include "api/efa/efa.h"
 #include "api/efa/proto_ep.h"
+#include "base/resident.h"
 #include "device/efa_io_status.h"
 #include "device/efa_wr.h"
 #include "device/xpu_prims.h"
@@ -111,6 +112,17 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
 
 // ---- enable ---------------------------------------------------------------------------------
 
+// The entries of a request table that the first requests take and free (index 0 of each array),
+// resident from the start as the device's SQ and CQ are (base/resident.h): the tables are lazily
+// mapped, so that a deep queue keeps only the pages it uses, and a request's first completion
+// would otherwise fault on its timed path.
+void make_first_requests_resident(const efa_dp_reqs& r) {
+  base::make_resident(r.ctx, sizeof(*r.ctx));
+  base::make_resident(r.aux, sizeof(*r.aux));
+  base::make_resident(r.state, sizeof(*r.state));
+  base::make_resident(r.link, sizeof(*r.link));
+}
+
 int ep_enable(EfaEp* ep) {
   if (ep->enabled) return 0;
   EfaDomain* dom = ep->dom;
@@ -166,6 +178,12 @@ int ep_enable(EfaEp* ep) {
     if (rc == 0) {
       ep->sq_slots.reset(ep->sq.reqs.count);
       ep->rq_slots.reset(ep->rq.reqs.count);
+      make_first_requests_resident(ep->sq.reqs);
+      base::make_resident(ep->sq_slots.data(), sizeof(OpSlot));
+      // The receive side's ring, slots and the rest of its table are written as the first
+      // receives are posted, which a program does while it sets up; the free stack only when
+      // the first of them completes. An idle endpoint keeps the rest unmapped.
+      base::make_resident(ep->rq.reqs.link, sizeof(*ep->rq.reqs.link));
     }
   }
   // XPU counters are the device's completion counters, attached to the QP.
