@@ -454,6 +454,19 @@ inline int ShmFabric::lock_mailbox(Mailbox* mb) {
 
 inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std::memory_order_release); }
 
+// The sender that takes `sleeping` back wakes the thread. A woken consumer reads every record
+// before it sleeps again, and until it runs (on a machine whose cores the application's pollers
+// keep busy, that can be milliseconds) the others' records need no wake, nor a system call each.
+// The load first: a sender that finds the thread awake does not take the line.
+void ShmFabric::wake_sleeping_consumer(Mailbox* mb) {
+  if (mb->sleeping.load(std::memory_order_seq_cst) == 0 || mb->sleeping.exchange(0, std::memory_order_seq_cst) == 0) {
+    return;
+  }
+  mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+  futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
+  st_[kConsumerWakes].fetch_add(1, std::memory_order_relaxed);
+}
+
 // Whether the consumer has taken in everything up to `tail` (under the mailbox lock). The head
 // seen last answers without touching the consumer's line while it is still behind.
 inline bool ShmFabric::emptied(Peer* peer, uint64_t tail) {
@@ -557,10 +570,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
       }
       if (now - wait_start > uint64_t{opt_.full_timeout_ms} * 1000000) return -ENOBUFS;
       // Make sure the consumer is awake to drain, then give it the CPU.
-      if (mb->sleeping.load(std::memory_order_seq_cst)) {
-        mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
-        futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
-      }
+      wake_sleeping_consumer(mb);
       timespec ts{0, 20 * 1000};
       nanosleep(&ts, nullptr);
       continue;
@@ -602,10 +612,7 @@ int ShmFabric::send_remote(const Gid& dst, const Packet& pkt, bool* closed, uint
     *end_p = make_mark(peer->gen, t + rs);
     // Pairs with the consumer's store of `sleeping` then load of `tail`: either a seq_cst pair,
     // or the consumer's fence of this process between them (light_publish).
-    if (mb->sleeping.load(std::memory_order_seq_cst)) {
-      mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
-      futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
-    }
+    wake_sleeping_consumer(mb);
     off += len;
   }
   return 0;
@@ -719,7 +726,7 @@ ShmFabricStats ShmFabric::stats() const {
   uint64_t* out[] = {&s.packets_tx, &s.packets_rx, &s.fragments_tx, &s.fragments_rx,
                      &s.bytes_tx, &s.bytes_rx, &s.full_waits, &s.dead_peers,
                      &s.stale_removed, &s.malformed, &s.local_packets, &s.reopened,
-                     &s.lock_steals};
+                     &s.lock_steals, &s.consumer_wakes};
   static_assert(sizeof(out) / sizeof(out[0]) == kStats && sizeof(st_) / sizeof(st_[0]) == kStats,
                 "every counter is kept and reported");
   for (int i = 0; i < kStats; ++i) *out[i] = st_[i].load(std::memory_order_relaxed);
@@ -734,6 +741,7 @@ ShmFabricStats ShmFabric::stats() const {
       s.rx_thread_packets += l.rx_thread_packets.load(std::memory_order_relaxed);
       s.rx_sleeps += l.rx_sleeps.load(std::memory_order_relaxed);
       s.rx_fences += l.rx_fences.load(std::memory_order_relaxed);
+      s.rx_sleep_tries += l.rx_sleep_tries.load(std::memory_order_relaxed);
     };
     for (const auto& kv : locals_) add_rx(*kv.second);
     for (const auto& l : retired_) add_rx(*l);

@@ -103,6 +103,10 @@ struct ShmFabricStats {
   // The receive threads' sleeps, and the fences they issued first (ShmFences: producers of
   // registered processes then publish with release stores).
   uint64_t rx_sleeps, rx_fences;
+  // The receive threads' raises of `sleeping` (a sleep begun; it waits unless a record came
+  // meanwhile), and the wakes this fabric's senders gave sleeping receive threads: at most one
+  // per raise.
+  uint64_t rx_sleep_tries, consumer_wakes;
   uint64_t open_peers;   // mailboxes of other processes' devices this fabric has open
   uint64_t light_peers;  // open peers this fabric publishes to with release stores
 };
@@ -208,6 +212,8 @@ class ShmFabric : public Fabric {
   int lock_mailbox(Mailbox* mb);
   int lock_mailbox_slow(Mailbox* mb);
   void unlock_mailbox(Mailbox* mb);
+  // Wakes the mailbox's receive thread if it sleeps and no other sender has woken it since.
+  void wake_sleeping_consumer(Mailbox* mb);
   // Consumes the ring of `l` (caller holds l->consuming) into `out`, or to its sink when null;
   // returns packets delivered.
   int drain(Local* l, int budget, std::vector<Packet>* out);
@@ -270,7 +276,7 @@ class ShmFabric : public Fabric {
   // peers finds it with one load and a GID compare.
   std::atomic<Peer*> tx_hints_[kTxHints] = {};
   TxStripe tx_stripes_[kTxStripes];
-  mutable std::atomic<uint64_t> st_[13] = {};
+  mutable std::atomic<uint64_t> st_[14] = {};
 };
 
 }  // namespace net

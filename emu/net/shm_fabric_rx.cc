@@ -149,6 +149,7 @@ void ShmFabric::receive_loop(Local* lp) {
     }
     uint32_t seq = box->wake_seq.load(std::memory_order_seq_cst);
     box->sleeping.store(1, std::memory_order_seq_cst);
+    bump(lp->rx_sleep_tries, 1);
     // Producers that publish with release stores see `sleeping` or have their tail seen here
     // once their threads are fenced (ShmFences). Should that fail, a short sleep bounds the
     // wait for a record this load missed.

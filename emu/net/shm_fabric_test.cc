@@ -834,6 +834,32 @@ TEST(ShmFabric, ASleepingReceiverIsWokenByEveryPacket) {
   EXPECT_EQ(a->stats().light_peers, f.can_issue && f.registered ? 1u : 0u);
 }
 
+// A burst of packets into the mailbox of a sleeping receive thread wakes it once: the sender that
+// takes the sleep flag back. The others find it awake (or woken, not yet running: on a busy
+// machine that lasts milliseconds) and make no system call. Every sleep the thread begins allows
+// one wake, so over any run the wakes never outnumber the sleeps begun.
+TEST(ShmFabric, ABurstWakesASleepingReceiverOnce) {
+  std::shared_ptr<ShmFabric> a, b;
+  ShmFabricOptions o = opts("burstwake");
+  o.spin_us = 1;  // asleep within microseconds of each burst
+  TestSink sa, sb;
+  ASSERT_NO_FATAL_FAILURE(open_two(o, &a, 63, &sa, &b, 64, &sb));
+  constexpr int kBursts = 20, kPackets = 50;
+  size_t sent = 0;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the receive thread goes to sleep
+    for (int i = 0; i < kPackets; ++i) {
+      ASSERT_EQ(a->send(gid_of(64), make_packet(gid_of(63), sent, 64)), 0);
+      ++sent;
+    }
+    ASSERT_EQ(sb.wait_for(sent, 10000), sent);
+  }
+  const uint64_t wakes = a->stats().consumer_wakes, tries = b->stats().rx_sleep_tries;
+  EXPECT_GE(wakes, 1u);
+  EXPECT_LE(wakes, tries) << wakes << " wakes for " << tries << " sleeps begun";
+  b->detach(gid_of(64));
+}
+
 uint64_t steady_ns() { return clock::mono_ns(); }
 
 // Past the two processes' clocks' disagreement: a pass that starts now began after the last write.

@@ -44,9 +44,9 @@ constexpr size_t kRingOffset = 4096;
 
 enum Stat {
   kPktTx, kPktRx, kFragTx, kFragRx, kBytesTx, kBytesRx, kFullWaits, kDead, kStale, kMalformed, kLocal,
-  kReopened, kLockSteals
+  kReopened, kLockSteals, kConsumerWakes
 };
-constexpr int kStats = kLockSteals + 1;
+constexpr int kStats = kConsumerWakes + 1;
 
 // A producer that finds the mailbox lock taken spins this often, then yields; it asks whether the
 // holder lives only after kLockProbeNs of waiting (a live holder keeps it for one memcpy).
@@ -262,7 +262,7 @@ struct ShmFabric::Local {
   Reassembler reasm;  // consumer's
   std::atomic<uint64_t> frag_rx{0}, pkt_rx{0}, bytes_rx{0};  // consumer's
   std::atomic<uint64_t> rx_parks{0}, rx_park_stops{0}, rx_thread_packets{0};  // the receive thread's
-  std::atomic<uint64_t> rx_sleeps{0}, rx_fences{0};                            // the same
+  std::atomic<uint64_t> rx_sleeps{0}, rx_fences{0}, rx_sleep_tries{0};         // the same
 };
 
 inline ShmFabric::Local* ShmFabric::local_of(const Gid& gid) {
