@@ -32,7 +32,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -436,17 +435,18 @@ class DeviceImpl : public EmuDevice, public PacketSink {
   // At-most-once, per requester incarnation (GID, epoch): the answers to its last kWindow
   // requests, direct-mapped by their dense sequence number (Packet::seq): seq << 8 | status,
   // 0 for none. A request older than the window runs again, as it did when a global FIFO of
-  // 4,096 answers forgot it. The slots come zeroed from calloc, which leaves fresh memory
-  // unwritten: a new requester's first request takes the page its sequence numbers start in,
-  // not a fault at each of the window's eight pages on that request's path.
+  // 4,096 answers forgot it. The slots are queue memory made resident at once (alloc_queue):
+  // two system calls on a new requester's first request, where a zeroed heap block took a page
+  // fault at each of its eight pages on that request's path.
   struct Executed {
     static constexpr uint32_t kWindow = 4096;
+    static constexpr size_t kBytes = kWindow * sizeof(uint64_t);
     struct Free {
-      void operator()(uint64_t* p) const { std::free(p); }
+      void operator()(uint64_t* p) const { free_queue(p, kBytes); }
     };
     std::unique_ptr<uint64_t[], Free> slot{zeroed_slots()};
     static uint64_t* zeroed_slots() {
-      auto* p = static_cast<uint64_t*>(std::calloc(kWindow, sizeof(uint64_t)));
+      auto* p = reinterpret_cast<uint64_t*>(alloc_queue(kBytes, kBytes));
       if (p == nullptr) throw std::bad_alloc();
       return p;
     }
