@@ -16,17 +16,18 @@ namespace base {
 
 constexpr size_t kResidentPage = 4096;
 
-// Maps the pages that hold [p, p + len) for writing now. Best effort: a kernel without
-// MADV_POPULATE_WRITE (before 5.14) faults them in as they are first written, as before.
-inline void make_resident(const void* p, size_t len) {
+// Maps the pages that hold [p, p + len) for writing now; false where that failed. Best effort:
+// on a kernel without MADV_POPULATE_WRITE (before 5.14) they fault in as they are first written.
+inline bool make_resident(const void* p, size_t len) {
 #ifdef MADV_POPULATE_WRITE
-  if (p == nullptr || len == 0) return;
+  if (p == nullptr || len == 0) return false;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{kResidentPage - 1};
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + len;
-  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
 #else
   (void)p;
   (void)len;
+  return false;
 #endif
 }
 

@@ -28,10 +28,11 @@ TEST(MakeResident, MapsThePagesOfTheRangeAndNoOthers) {
   EXPECT_EQ(resident_pages(m, kPages), std::vector<bool>(kPages, false));
   // From the middle of page 2 to the first byte of page 4: pages 2, 3 and 4.
   auto* base = static_cast<char*>(m);
-  make_resident(base + 2 * kResidentPage + 100, 2 * kResidentPage - 99);
-#ifdef MADV_POPULATE_WRITE
+  if (!make_resident(base + 2 * kResidentPage + 100, 2 * kResidentPage - 99)) {
+    munmap(m, kPages * kResidentPage);
+    GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (Linux 5.14)";
+  }
   EXPECT_EQ(resident_pages(m, kPages), (std::vector<bool>{false, false, true, true, true, false, false, false}));
-#endif
   // The memory reads as zero bytes, as fresh memory does.
   for (size_t i = 2 * kResidentPage; i < 5 * kResidentPage; ++i) ASSERT_EQ(base[i], 0);
   munmap(m, kPages * kResidentPage);

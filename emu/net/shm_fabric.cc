@@ -459,9 +459,8 @@ inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std
 // keep busy, that can be milliseconds) the others' records need no wake, nor a system call each.
 // The load first: a sender that finds the thread awake does not take the line.
 void ShmFabric::wake_sleeping_consumer(Mailbox* mb) {
-  if (mb->sleeping.load(std::memory_order_seq_cst) == 0 || mb->sleeping.exchange(0, std::memory_order_seq_cst) == 0) {
-    return;
-  }
+  if (mb->sleeping.load(std::memory_order_seq_cst) == 0) return;
+  if (mb->sleeping.exchange(0, std::memory_order_seq_cst) == 0) return;
   mb->wake_seq.fetch_add(1, std::memory_order_seq_cst);
   futex(&mb->wake_seq, FUTEX_WAKE, 1, nullptr);
   st_[kConsumerWakes].fetch_add(1, std::memory_order_relaxed);
