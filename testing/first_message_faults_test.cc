@@ -1,13 +1,12 @@
 // A job's first messages on new endpoints take no page fault in the thread that sends and polls:
 // on EFA the queues are pinned memory from the moment they exist, and the emulator and the
-// provider make the head of every queue and request table resident when they make it
-// (base/resident.h). A fault there costs microseconds each on a virtual machine, on the path of
-// exactly the round trips a benchmark's first figure times.
+// provider make the heads of the queues and request tables those messages write resident when
+// they make them (base/resident.h). A fault costs microseconds on a virtual machine, on the path
+// of exactly the round trips a benchmark's first figure times.
 #include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <cstring>
-#include <vector>
 
 #include "base/resident.h"
 #include "testing/conformance_fixture.h"
