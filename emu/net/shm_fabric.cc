@@ -457,7 +457,8 @@ inline void ShmFabric::unlock_mailbox(Mailbox* mb) { mb->lock_owner.store(0, std
 // The sender that takes `sleeping` back wakes the thread. A woken consumer reads every record
 // before it sleeps again, and until it runs (on a machine whose cores the application's pollers
 // keep busy, that can be milliseconds) the others' records need no wake, nor a system call each.
-// The load first: a sender that finds the thread awake does not take the line.
+// The load first: a sender that finds the thread awake does not take the line. A sender killed
+// between taking the flag and its wake call leaves the thread to its sleep's timeout.
 void ShmFabric::wake_sleeping_consumer(Mailbox* mb) {
   if (mb->sleeping.load(std::memory_order_seq_cst) == 0) return;
   if (mb->sleeping.exchange(0, std::memory_order_seq_cst) == 0) return;
