@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "base/resident.h"
+
 namespace xpufab::proto {
 
 int GrowBounce::init(backend::Device* dev, backend::Pd* pd, const proto_config& c,
@@ -20,6 +22,10 @@ int GrowBounce::init(backend::Device* dev, backend::Pd* pd, const proto_config& 
   base_ = static_cast<uint8_t*>(m);
   len_ = len;
   tx_off_ = proto_grow_tx_offset(&c, &d, limit);
+  // The first receive buffer and the first transmit buffer carry a job's first messages: resident
+  // from the start, as the queues' heads are (base/resident.h). The rest commits as peers use it.
+  base::make_resident(base_, proto_buf_size(&d));
+  base::make_resident(base_ + tx_off_, proto_buf_size(&d));
   return reg(base_ + tx_off_, len_ - tx_off_, &tx_mr_);
 }
 
