@@ -494,6 +494,10 @@ int fi_no_ops_set(fid*, const char*, uint64_t, void*, void*);
 fi_ops_tagged* no_tagged_ops();
 fi_ops_atomic* no_atomic_ops();
 
+// An efa-direct endpoint's send, receive and RMA calls (ep_data.cc).
+fi_ops_msg* direct_msg_ops();
+fi_ops_rma* direct_rma_ops();
+
 }  // namespace xpufab::efa
 
 #endif  // XPUFAB_API_EFA_EFA_H_
