@@ -246,6 +246,11 @@ class SrdTest : public ::testing::Test {
       local_.progress();
       ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "no answer from the peer";
     }
+    // That probe is a write of its own: each test starts with it completed, nothing outstanding.
+    while (uct_ep_flush(ep_, 0, nullptr) == UCS_INPROGRESS) {
+      local_.progress();
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "the probe never completed";
+    }
   }
 
   void TearDown() override {
